@@ -1,0 +1,149 @@
+"""The autopick keeps the fastest route that passes verification, and nothing else."""
+import math
+import time
+
+import pytest
+import torch
+
+import submission
+
+
+def small_input(batch=2, kv_len=40, seed=0):
+    gen = torch.Generator().manual_seed(seed)
+    q = torch.randn(batch, 16, 576, generator=gen).bfloat16()
+    kv = torch.randn(batch * kv_len, 1, 576, generator=gen).bfloat16()
+    scale = (kv.abs().amax().float() / 448).reshape(1)
+    fp8 = (kv.float() / scale).to(torch.float8_e4m3fn)
+    config = dict(batch_size=batch, num_heads=16, num_kv_heads=1, qk_head_dim=576, kv_lora_rank=512,
+                  qk_rope_head_dim=64, v_head_dim=512, q_seq_len=1, kv_seq_len=kv_len,
+                  sm_scale=1 / math.sqrt(576))
+    indptr = torch.arange(batch + 1, dtype=torch.int32)
+    return q, {"bf16": kv, "fp8": (fp8, scale)}, indptr, indptr * kv_len, config
+
+
+class FakeRunner:
+    def __init__(self, label, compute):
+        self.label = label
+        self.compute = compute
+
+    def __call__(self, q, kv_data, qo_indptr, kv_indptr):
+        return self.compute(q, kv_data, qo_indptr, kv_indptr)
+
+
+class FakeRoute:
+    def __init__(self, name, compute):
+        self.name = name
+        self.compute = compute
+
+    def variants(self, shape):
+        return [lambda data: FakeRunner(self.name, self.compute)]
+
+
+def exact(q, kv_data, qo_indptr, kv_indptr):
+    shape = submission.CallShape((q, kv_data, qo_indptr, kv_indptr, small_input()[4]))
+    return submission.TorchRunner(shape, "bf16")(q, kv_data, qo_indptr, kv_indptr)
+
+
+def raising(*args):
+    raise RuntimeError("boom")
+
+
+def wrong_but_fast(q, *args):
+    return torch.zeros(q.shape[0], 16, 512, dtype=torch.bfloat16)
+
+
+def slow_exact(*args):
+    time.sleep(0.05)
+    return exact(*args)
+
+
+@pytest.fixture(autouse=True)
+def fresh_plans(monkeypatch):
+    monkeypatch.delenv("MLA_ROUTE", raising=False)
+    monkeypatch.delenv("MLA_DEBUG", raising=False)
+    submission.reset_plans()
+    yield
+    submission.reset_plans()
+
+
+def use_routes(monkeypatch, *routes):
+    monkeypatch.setattr(submission, "ROUTES", {route.name: route for route in routes})
+
+
+def test_wrong_and_raising_routes_lose_to_a_slower_correct_one(monkeypatch, capsys):
+    use_routes(monkeypatch, FakeRoute("raises", raising), FakeRoute("wrong", wrong_but_fast),
+               FakeRoute("slow_exact", slow_exact))
+    data = small_input()
+    out = submission.custom_kernel(data)
+    assert submission.describe_route(data) == "slow_exact"
+    torch.testing.assert_close(out, exact(*data[:4]))
+    assert capsys.readouterr().err.count("route raises raised RuntimeError") == 1
+
+
+def test_fastest_passing_route_wins(monkeypatch):
+    use_routes(monkeypatch, FakeRoute("slow_exact", slow_exact), FakeRoute("exact", exact))
+    data = small_input()
+    submission.custom_kernel(data)
+    assert submission.describe_route(data) == "exact"
+
+
+def test_no_passing_route_is_an_error(monkeypatch):
+    use_routes(monkeypatch, FakeRoute("wrong", wrong_but_fast), FakeRoute("raises", raising))
+    with pytest.raises(RuntimeError, match="no route passed verification"):
+        submission.custom_kernel(small_input())
+
+
+def test_forced_route_and_unknown_name(monkeypatch):
+    use_routes(monkeypatch, FakeRoute("exact", exact), FakeRoute("slow_exact", slow_exact))
+    monkeypatch.setenv("MLA_ROUTE", "slow_exact")
+    data = small_input()
+    submission.custom_kernel(data)
+    assert submission.describe_route(data) == "slow_exact"
+    submission.reset_plans()
+    monkeypatch.setenv("MLA_ROUTE", "no_such_route")
+    with pytest.raises(ValueError, match="unknown route"):
+        submission.custom_kernel(data)
+
+
+def test_debug_line_names_every_candidate_and_the_choice(monkeypatch, capsys):
+    use_routes(monkeypatch, FakeRoute("wrong", wrong_but_fast), FakeRoute("exact", exact))
+    monkeypatch.setenv("MLA_DEBUG", "1")
+    submission.custom_kernel(small_input())
+    err = capsys.readouterr().err
+    assert "chose exact" in err and "wrong: REJECTED" in err and "exact: " in err
+
+
+def test_route_that_faults_mid_run_falls_back_once(monkeypatch, capsys):
+    calls = {"n": 0}
+
+    def flaky(*args):
+        calls["n"] += 1
+        if calls["n"] > 1 + submission.AUTOPICK_WARMUP + submission.AUTOPICK_REPEATS + 2:
+            raise RuntimeError("flaky route gave up")
+        return exact(*args)
+
+    use_routes(monkeypatch, FakeRoute("flaky", flaky), FakeRoute("slow_exact", slow_exact))
+    data = small_input()
+    for _ in range(6):
+        out = submission.custom_kernel(data)
+        torch.testing.assert_close(out, exact(*data[:4]))
+    assert submission.describe_route(data) == "slow_exact"
+    err = capsys.readouterr().err
+    assert err.count("falling back from flaky to slow_exact") == 1
+
+
+def test_device_faults_are_not_swallowed(monkeypatch):
+    calls = {"n": 0}
+
+    def faulting(*args):
+        calls["n"] += 1
+        verify_and_time = 1 + submission.AUTOPICK_WARMUP + submission.AUTOPICK_REPEATS
+        if calls["n"] > verify_and_time + 1:  # the first real call succeeds, the second faults
+            raise RuntimeError("CUDA error: an illegal memory access was encountered")
+        return exact(*args)
+
+    use_routes(monkeypatch, FakeRoute("faulting", faulting), FakeRoute("slow_exact", slow_exact))
+    data = small_input()
+    submission.custom_kernel(data)
+    with pytest.raises(RuntimeError, match="illegal memory access"):
+        submission.custom_kernel(data)
