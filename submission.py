@@ -7,6 +7,7 @@ and allocated once per plan key; the per-call path only launches.
 """
 from __future__ import annotations
 
+import operator
 import os
 import statistics
 import sys
@@ -18,7 +19,263 @@ import triton
 import triton.language as tl
 
 # ==== Triton kernels ====
-# (the Triton MXFP4 / fp8 split-K decode kernels and their launchers live here)
+# Fused MLA decode over an MXFP4 or fp8 KV cache.
+#
+# Grid (num_splits, batch): one program owns one KV split of one sequence and all 16
+# heads, so each KV byte is read from HBM once (the heads share the latent KV row).
+# A program's split is cdiv(cdiv(len, num_splits), BLOCK_N) * BLOCK_N tokens. Lengths
+# come from kv_indptr inside the kernel (any lengths are right under a plan tuned for
+# others) and are clamped to the buffer, so a bad indptr cannot read out of bounds.
+# Each KV tile is dequantized once, in registers, and used for both products:
+# S = q_nope.K_nope^T + q_pe.K_pe^T and acc += P.V with V = K_nope.
+# With several splits, each program stores its normalized partial output and its
+# log2-sum-exp; the last program of a sequence to finish (an atomic counter per
+# sequence) combines them, so a call is one launch.
+import dataclasses
+
+# The interpreter's tl.dot returns garbage for bf16 operands (PROBLEM.md) and is exact
+# for fp32 ones; on the GPU the operands are bf16 for the tensor cores. Decided once,
+# at import, because Triton decides interpret-or-compile at decoration time too.
+_TRITON_DOT_DTYPE = tl.float32 if os.environ.get("TRITON_INTERPRET") == "1" else tl.bfloat16
+_LOG2E = 1.4426950408889634
+_TL_HEADS = tl.constexpr(16)
+_TL_NOPE = tl.constexpr(512)
+_TL_ROPE = tl.constexpr(64)
+
+
+@dataclasses.dataclass(frozen=True)
+class TritonLaunch:
+    num_splits: int
+    block_n: int
+    num_warps: int
+    num_stages: int
+
+
+@dataclasses.dataclass(frozen=True)
+class TritonScratch:
+    part_o: torch.Tensor    # (batch, splits, 16, 512) fp32: each split's normalized output
+    part_lse: torch.Tensor  # (batch, splits, 16) fp32: each split's log2(sum exp2(s - m)) + m
+    counters: torch.Tensor  # (batch,) int32, zero between calls: splits finished so far
+
+
+def triton_launch_candidates(kv_format: str, batch: int, max_kv_len: int, num_sms: int) -> list[TritonLaunch]:
+    """A short list for the autopick to time; the first is the default.
+
+    Splits make batch * splits cover about one or two waves of the SMs, but never cut a
+    sequence into chunks shorter than two tiles (each split costs a partial write and
+    a share of the combine)."""
+    if kv_format not in ("mxfp4", "fp8"):
+        raise ValueError(f"no Triton kernel for kv_format {kv_format!r}")
+    block_n = 32
+    max_splits = max(1, min(64, max_kv_len // (2 * block_n)))
+    splits = []
+    for waves in (1, 2):
+        s = max(1, min(max_splits, triton.cdiv(waves * num_sms, max(batch, 1))))
+        if s not in splits:
+            splits.append(s)
+    return [TritonLaunch(s, block_n, warps, 2) for s in splits for warps in (8, 4)]
+
+
+def make_triton_scratch(batch: int, launch: TritonLaunch, device) -> TritonScratch:
+    splits = launch.num_splits if launch.num_splits > 1 else 0  # one split writes out directly
+    return TritonScratch(
+        part_o=torch.empty((batch, splits, 16, 512), dtype=torch.float32, device=device),
+        part_lse=torch.empty((batch, splits, 16), dtype=torch.float32, device=device),
+        counters=torch.zeros((max(batch, 1),), dtype=torch.int32, device=device),
+    )
+
+
+def triton_mxfp4_decode(q, kv_fp4_u8, kv_scales_u8, qo_indptr, kv_indptr, sm_scale: float, out, scratch,
+                        launch) -> None:
+    """kv_fp4_u8: (total_kv, 1, 288) or (total_kv, 288) bytes; kv_scales_u8: 2D e8m0 bytes,
+    trimmed (total_kv, 18) or padded, read through its strides."""
+    if kv_fp4_u8.dtype != torch.uint8:
+        kv_fp4_u8 = kv_fp4_u8.view(torch.uint8)
+    if kv_scales_u8.dtype != torch.uint8:
+        kv_scales_u8 = kv_scales_u8.view(torch.uint8)
+    _launch_decode(q, kv_fp4_u8, kv_scales_u8, kv_scales_u8.stride(0), kv_scales_u8.stride(1), True,
+                   qo_indptr, kv_indptr, sm_scale, out, scratch, launch)
+
+
+def triton_fp8_decode(q, kv_fp8, kv_scale, qo_indptr, kv_indptr, sm_scale: float, out, scratch, launch) -> None:
+    """kv_fp8: (total_kv, 1, 576) e4m3; kv_scale: float32 tensor of one element (read on device)."""
+    _launch_decode(q, kv_fp8, kv_scale, 0, 0, False, qo_indptr, kv_indptr, sm_scale, out, scratch, launch)
+
+
+def _launch_decode(q, kv, kv_scale, stride_scale_row, stride_scale_col, is_mxfp4, qo_indptr, kv_indptr,
+                   sm_scale, out, scratch, launch):
+    batch = kv_indptr.shape[0] - 1
+    if batch <= 0:
+        return
+    _mla_decode_kernel[(launch.num_splits, batch)](
+        q, kv, kv_scale, qo_indptr, kv_indptr, out,
+        scratch.part_o, scratch.part_lse, scratch.counters,
+        sm_scale * _LOG2E, q.shape[0], kv.shape[0], launch.num_splits,
+        q.stride(0), q.stride(1), kv.stride(0), stride_scale_row, stride_scale_col, out.stride(0), out.stride(1),
+        IS_MXFP4=is_mxfp4, SPLIT=launch.num_splits > 1, BLOCK_N=launch.block_n, DOT_DTYPE=_TRITON_DOT_DTYPE,
+        num_warps=launch.num_warps, num_stages=launch.num_stages,
+    )
+
+
+@triton.jit
+def _e8m0_to_f32(s):
+    # 2^(s-127) assembled from its bits: s << 23 for s >= 1, and for s = 0 the fp32
+    # subnormal 2^-127 (mantissa bit 22), so the bottom of the range is not flushed.
+    s = s.to(tl.uint32)
+    return tl.where(s == 0, 0x00400000, s << 23).to(tl.float32, bitcast=True)
+
+
+@triton.jit
+def _e2m1_pair_to_f32(x, scale):
+    # x: uint32 bytes, two E2M1 codes each (low nibble = even element); scale: the
+    # block's fp32 2^(s-127), broadcastable to x. Returns (even, odd) elements.
+    # Decode without a table: the code's 3 magnitude bits go to fp32 bits 22..24 (the
+    # two low exponent bits and the top mantissa bit) and its sign to bit 31. That is
+    # exactly E2M1 * 2^-126 for all 16 codes (codes 0 and 1 land on zero and the
+    # subnormal 2^-127, as E2M1's own subnormal), so one exact multiply by 2^126 fixes
+    # the exponent. Per element: 2 ands + 2 shifts + 1 or (fused to ~3 SASS ops), 2
+    # multiplies. The two multiplies are not folded into one factor 2^(s-1) because
+    # that factor overflows fp32 for s >= 129, where the products are still finite.
+    even = ((x & 0x8) << 28) | ((x & 0x7) << 22)
+    odd = ((x & 0x80) << 24) | ((x & 0x70) << 18)
+    even = even.to(tl.float32, bitcast=True) * 8.507059173023462e37 * scale  # 2^126
+    odd = odd.to(tl.float32, bitcast=True) * 8.507059173023462e37 * scale
+    return even, odd
+
+
+@triton.jit
+def _load_mxfp4_tile(kv_ptr, sc_ptr, rows, row_ok, stride_kv, stride_sr, stride_sc,
+                     BLOCK_N: tl.constexpr, DOT_DTYPE: tl.constexpr):
+    # Row bytes: 16 blocks of 16 bytes (nope, elements 0..511), then 2 blocks (rope).
+    # Scales: one byte per (row, 32-element block), broadcast over the block's bytes.
+    byte = tl.arange(0, 16)
+    blk = tl.arange(0, 16)
+    rope_blk = tl.arange(0, 2)
+    row_off = rows.to(tl.int64) * stride_kv
+    sc_row = sc_ptr + rows.to(tl.int64) * stride_sr
+    ok3 = row_ok[:, None, None]
+
+    x = tl.load(kv_ptr + row_off[:, None, None] + blk[None, :, None] * 16 + byte[None, None, :],
+                mask=ok3, other=0).to(tl.uint32)
+    s = tl.load(sc_row[:, None] + blk[None, :] * stride_sc, mask=row_ok[:, None], other=0)
+    even, odd = _e2m1_pair_to_f32(x, _e8m0_to_f32(s)[:, :, None])
+    k_nope = tl.join(even, odd).reshape(BLOCK_N, _TL_NOPE).to(DOT_DTYPE)
+
+    x = tl.load(kv_ptr + row_off[:, None, None] + 256 + rope_blk[None, :, None] * 16 + byte[None, None, :],
+                mask=ok3, other=0).to(tl.uint32)
+    s = tl.load(sc_row[:, None] + (16 + rope_blk[None, :]) * stride_sc, mask=row_ok[:, None], other=0)
+    even, odd = _e2m1_pair_to_f32(x, _e8m0_to_f32(s)[:, :, None])
+    k_pe = tl.join(even, odd).reshape(BLOCK_N, _TL_ROPE).to(DOT_DTYPE)
+    return k_nope, k_pe
+
+
+@triton.jit
+def _load_fp8_tile(kv_ptr, rows, row_ok, stride_kv, DOT_DTYPE: tl.constexpr):
+    # e4m3 -> bf16 is exact; the per-tensor scale is applied to scores and output instead.
+    base = kv_ptr + rows.to(tl.int64)[:, None] * stride_kv
+    k_nope = tl.load(base + tl.arange(0, _TL_NOPE)[None, :], mask=row_ok[:, None], other=0.0)
+    k_pe = tl.load(base + _TL_NOPE + tl.arange(0, _TL_ROPE)[None, :], mask=row_ok[:, None], other=0.0)
+    return k_nope.to(DOT_DTYPE), k_pe.to(DOT_DTYPE)
+
+
+@triton.jit
+def _store_rows(ptr, row, stride_tok, stride_head, o):
+    heads = tl.arange(0, _TL_HEADS)
+    cols = tl.arange(0, _TL_NOPE)
+    tl.store(ptr + row.to(tl.int64) * stride_tok + heads[:, None] * stride_head + cols[None, :],
+             o.to(ptr.dtype.element_ty))
+
+
+@triton.jit
+def _combine_splits(part_o_ptr, part_lse_ptr, b, num_splits):
+    # Log-sum-exp merge of the splits' normalized outputs (log2 domain). Empty splits
+    # carry lse = -inf and weigh 0; a sequence with no tokens comes out as zeros.
+    # .cg loads bypass L1: the partials were written by other SMs during this launch.
+    heads = tl.arange(0, _TL_HEADS)
+    cols = tl.arange(0, _TL_NOPE)
+    lse_base = part_lse_ptr + b.to(tl.int64) * num_splits * _TL_HEADS + heads
+    o_base = part_o_ptr + b.to(tl.int64) * num_splits * _TL_HEADS * _TL_NOPE + heads[:, None] * _TL_NOPE + cols[None, :]
+    lse_max = tl.full([_TL_HEADS], float("-inf"), tl.float32)
+    for s in range(num_splits):
+        lse_max = tl.maximum(lse_max, tl.load(lse_base + s * _TL_HEADS, cache_modifier=".cg"))
+    lse_max = tl.where(lse_max == float("-inf"), 0.0, lse_max)
+    acc = tl.zeros([_TL_HEADS, _TL_NOPE], tl.float32)
+    w_sum = tl.zeros([_TL_HEADS], tl.float32)
+    for s in range(num_splits):
+        w = tl.math.exp2(tl.load(lse_base + s * _TL_HEADS, cache_modifier=".cg") - lse_max)
+        acc += w[:, None] * tl.load(o_base + s * _TL_HEADS * _TL_NOPE, cache_modifier=".cg")
+        w_sum += w
+    return acc / tl.where(w_sum > 0, w_sum, 1.0)[:, None]
+
+
+@triton.jit(do_not_specialize=["total_q", "kv_rows", "num_splits"])
+def _mla_decode_kernel(
+    q_ptr, kv_ptr, kv_scale_ptr, qo_indptr_ptr, kv_indptr_ptr, out_ptr,
+    part_o_ptr, part_lse_ptr, counters_ptr,
+    qk_scale, total_q, kv_rows, num_splits,
+    stride_q_tok, stride_q_head, stride_kv, stride_sr, stride_sc, stride_o_tok, stride_o_head,
+    IS_MXFP4: tl.constexpr, SPLIT: tl.constexpr, BLOCK_N: tl.constexpr, DOT_DTYPE: tl.constexpr,
+):
+    split = tl.program_id(0)
+    b = tl.program_id(1)
+    heads = tl.arange(0, _TL_HEADS)
+
+    # This program's token range, clamped to the buffer whatever kv_indptr says.
+    seq_end = tl.minimum(tl.maximum(tl.load(kv_indptr_ptr + b + 1), 0), kv_rows)
+    seq_start = tl.minimum(tl.maximum(tl.load(kv_indptr_ptr + b), 0), seq_end)
+    chunk = tl.cdiv(tl.cdiv(seq_end - seq_start, num_splits), BLOCK_N) * BLOCK_N
+    lo = tl.minimum(seq_start + split * chunk, seq_end)
+    hi = tl.minimum(lo + chunk, seq_end)
+    q_row = tl.minimum(tl.maximum(tl.load(qo_indptr_ptr + b), 0), total_q - 1)
+
+    q_base = q_ptr + q_row.to(tl.int64) * stride_q_tok + heads[:, None] * stride_q_head
+    q_nope = tl.load(q_base + tl.arange(0, _TL_NOPE)[None, :]).to(DOT_DTYPE)
+    q_pe = tl.load(q_base + _TL_NOPE + tl.arange(0, _TL_ROPE)[None, :]).to(DOT_DTYPE)
+    if IS_MXFP4:
+        score_scale = qk_scale
+    else:  # fp8: dequant = code * scale; the scalar scale goes on scores and output
+        kv_scale = tl.load(kv_scale_ptr)
+        score_scale = qk_scale * kv_scale
+
+    m_i = tl.full([_TL_HEADS], float("-inf"), tl.float32)
+    l_i = tl.zeros([_TL_HEADS], tl.float32)
+    acc = tl.zeros([_TL_HEADS, _TL_NOPE], tl.float32)
+    for start in range(lo, hi, BLOCK_N):
+        rows = start + tl.arange(0, BLOCK_N)
+        row_ok = rows < hi
+        if IS_MXFP4:
+            k_nope, k_pe = _load_mxfp4_tile(kv_ptr, kv_scale_ptr, rows, row_ok, stride_kv, stride_sr, stride_sc,
+                                            BLOCK_N, DOT_DTYPE)
+        else:
+            k_nope, k_pe = _load_fp8_tile(kv_ptr, rows, row_ok, stride_kv, DOT_DTYPE)
+        s = tl.dot(q_pe, tl.trans(k_pe), acc=tl.dot(q_nope, tl.trans(k_nope)))
+        s = tl.where(row_ok[None, :], s * score_scale, float("-inf"))  # log2 domain
+        m_new = tl.maximum(m_i, tl.max(s, 1))
+        alpha = tl.math.exp2(m_i - m_new)
+        p = tl.math.exp2(s - m_new[:, None])
+        l_i = l_i * alpha + tl.sum(p, 1)
+        acc = tl.dot(p.to(DOT_DTYPE), k_nope, acc=acc * alpha[:, None])
+        m_i = m_new
+
+    if not IS_MXFP4:
+        acc = acc * kv_scale
+    o = acc / tl.where(l_i > 0, l_i, 1.0)[:, None]  # an empty range has acc = 0: zeros
+    if SPLIT:
+        part = b.to(tl.int64) * num_splits + split
+        lse = tl.where(l_i > 0, m_i + tl.math.log2(l_i), float("-inf"))
+        tl.store(part_lse_ptr + part * _TL_HEADS + heads, lse)
+        _store_rows(part_o_ptr, part, _TL_HEADS * _TL_NOPE, _TL_NOPE, o)
+        # Release this program's partials (the barrier orders every thread's stores
+        # before the one thread's gpu-scope release), count it, and let the last split
+        # of the sequence to arrive (acquire) combine and reset the counter.
+        tl.debug_barrier()
+        done = tl.atomic_add(counters_ptr + b, 1, sem="acq_rel", scope="gpu")
+        if done == num_splits - 1:
+            o = _combine_splits(part_o_ptr, part_lse_ptr, b, num_splits)
+            _store_rows(out_ptr, q_row, stride_o_tok, stride_o_head, o)
+            tl.store(counters_ptr + b, 0)
+    else:
+        _store_rows(out_ptr, q_row, stride_o_tok, stride_o_head, o)
 # ==== end Triton kernels ====
 
 
@@ -580,13 +837,25 @@ def build_plan(data) -> Plan:
 _PLANS: OrderedDict = OrderedDict()
 
 
+_config_values = operator.itemgetter(*CONFIG_KEYS)
+
+
+def _layout(tensor) -> tuple:
+    return tensor.shape, tensor.stride(), tensor.dtype
+
+
 def plan_key(data) -> tuple:
+    """Everything a plan depends on, built in about 2 us (it runs on every call).
+    Devices other than q's are checked when the plan is built; a later call that moves
+    one of them alone fails loudly in the kernel launch rather than being re-planned."""
     q, kv_data, qo_indptr, kv_indptr, config = data
-    kv_layout = tuple((name, t.dtype, tuple(t.shape), t.stride(), t.device) for name, t in _kv_tensors(kv_data))
-    return (tuple(q.shape), q.stride(), q.dtype, q.device, kv_layout,
-            tuple(qo_indptr.shape), qo_indptr.dtype, qo_indptr.device,
-            tuple(kv_indptr.shape), kv_indptr.dtype, kv_indptr.device,
-            tuple(config[k] for k in CONFIG_KEYS))
+    bf16, fp8, mxfp4 = kv_data.get("bf16"), kv_data.get("fp8"), kv_data.get("mxfp4")
+    return (q.shape, q.stride(), q.dtype, q.device,
+            bf16 is not None and _layout(bf16),
+            fp8 is not None and (_layout(fp8[0]), _layout(fp8[1])),
+            mxfp4 is not None and (_layout(mxfp4[0]), _layout(mxfp4[1])),
+            qo_indptr.shape, qo_indptr.dtype, kv_indptr.shape, kv_indptr.dtype,
+            _config_values(config))
 
 
 def _plan_for(data) -> Plan:
