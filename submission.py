@@ -37,6 +37,28 @@ import dataclasses
 # for fp32 ones; on the GPU the operands are bf16 for the tensor cores. Decided once,
 # at import, because Triton decides interpret-or-compile at decoration time too.
 _TRITON_DOT_DTYPE = tl.float32 if os.environ.get("TRITON_INTERPRET") == "1" else tl.bfloat16
+
+
+def _patch_interpreter_scalar_index() -> None:
+    # Triton 3.6's interpreter holds scalars as 1-element arrays and converts them with
+    # int(array), which numpy >= 2.4 refuses: `range(lo, hi, BLOCK_N)` over loaded
+    # bounds then fails on CPU. Only the interpreter is touched; compiled kernels never.
+    from triton.runtime import interpreter
+
+    original = interpreter._patch_lang_tensor
+    if getattr(original, "_mla_scalar_index", False):
+        return
+
+    def patched(tensor, scope):
+        original(tensor, scope)
+        scope.set_attr(tensor, "__index__", lambda self: int(self.handle.data.reshape(-1)[0]))
+
+    patched._mla_scalar_index = True
+    interpreter._patch_lang_tensor = patched
+
+
+if os.environ.get("TRITON_INTERPRET") == "1":
+    _patch_interpreter_scalar_index()
 _LOG2E = 1.4426950408889634
 _TL_HEADS = tl.constexpr(16)
 _TL_NOPE = tl.constexpr(512)
@@ -187,20 +209,21 @@ def _store_rows(ptr, row, stride_tok, stride_head, o):
 
 
 @triton.jit
-def _combine_splits(part_o_ptr, part_lse_ptr, b, num_splits):
-    # Log-sum-exp merge of the splits' normalized outputs (log2 domain). Empty splits
-    # carry lse = -inf and weigh 0; a sequence with no tokens comes out as zeros.
-    # .cg loads bypass L1: the partials were written by other SMs during this launch.
-    heads = tl.arange(0, _TL_HEADS)
+def _combine_splits(part_o_ptr, part_lse_ptr, b, num_splits, head0, HEADS: tl.constexpr):
+    # Log-sum-exp merge of the splits' normalized outputs (log2 domain) for heads
+    # head0 .. head0 + HEADS - 1. Empty splits carry lse = -inf and weigh 0; a sequence
+    # with no tokens comes out as zeros. .cg loads bypass L1: the partials were
+    # written by other SMs during this launch.
+    heads = head0 + tl.arange(0, HEADS)
     cols = tl.arange(0, _TL_NOPE)
     lse_base = part_lse_ptr + b.to(tl.int64) * num_splits * _TL_HEADS + heads
     o_base = part_o_ptr + b.to(tl.int64) * num_splits * _TL_HEADS * _TL_NOPE + heads[:, None] * _TL_NOPE + cols[None, :]
-    lse_max = tl.full([_TL_HEADS], float("-inf"), tl.float32)
+    lse_max = tl.full([HEADS], float("-inf"), tl.float32)
     for s in range(num_splits):
         lse_max = tl.maximum(lse_max, tl.load(lse_base + s * _TL_HEADS, cache_modifier=".cg"))
     lse_max = tl.where(lse_max == float("-inf"), 0.0, lse_max)
-    acc = tl.zeros([_TL_HEADS, _TL_NOPE], tl.float32)
-    w_sum = tl.zeros([_TL_HEADS], tl.float32)
+    acc = tl.zeros([HEADS, _TL_NOPE], tl.float32)
+    w_sum = tl.zeros([HEADS], tl.float32)
     for s in range(num_splits):
         w = tl.math.exp2(tl.load(lse_base + s * _TL_HEADS, cache_modifier=".cg") - lse_max)
         acc += w[:, None] * tl.load(o_base + s * _TL_HEADS * _TL_NOPE, cache_modifier=".cg")
@@ -215,6 +238,7 @@ def _mla_decode_kernel(
     qk_scale, total_q, kv_rows, num_splits,
     stride_q_tok, stride_q_head, stride_kv, stride_sr, stride_sc, stride_o_tok, stride_o_head,
     IS_MXFP4: tl.constexpr, SPLIT: tl.constexpr, BLOCK_N: tl.constexpr, DOT_DTYPE: tl.constexpr,
+    FUSED_COMBINE: tl.constexpr = True,  # TEMPORARY: False only in bench/kernel_sweep.py's comparison
 ):
     split = tl.program_id(0)
     b = tl.program_id(1)
@@ -268,12 +292,13 @@ def _mla_decode_kernel(
         # Release this program's partials (the barrier orders every thread's stores
         # before the one thread's gpu-scope release), count it, and let the last split
         # of the sequence to arrive (acquire) combine and reset the counter.
-        tl.debug_barrier()
-        done = tl.atomic_add(counters_ptr + b, 1, sem="acq_rel", scope="gpu")
-        if done == num_splits - 1:
-            o = _combine_splits(part_o_ptr, part_lse_ptr, b, num_splits)
-            _store_rows(out_ptr, q_row, stride_o_tok, stride_o_head, o)
-            tl.store(counters_ptr + b, 0)
+        if FUSED_COMBINE:
+            tl.debug_barrier()
+            done = tl.atomic_add(counters_ptr + b, 1, sem="acq_rel", scope="gpu")
+            if done == num_splits - 1:
+                o = _combine_splits(part_o_ptr, part_lse_ptr, b, num_splits, 0, _TL_HEADS)
+                _store_rows(out_ptr, q_row, stride_o_tok, stride_o_head, o)
+                tl.store(counters_ptr + b, 0)
     else:
         _store_rows(out_ptr, q_row, stride_o_tok, stride_o_head, o)
 # ==== end Triton kernels ====
@@ -647,11 +672,17 @@ class AiterRunner:
         return out
 
 
+def _aiter_device(device: torch.device) -> bool:
+    """Whether aiter's kernels can run on `device` (ROCm torch calls its GPUs "cuda").
+    One small function, so CPU tests can stand a recording fake of aiter in."""
+    return device.type == "cuda"
+
+
 class AiterRoute:
     name = "aiter_fp8"
 
     def variants(self, shape: CallShape) -> list:
-        if aiter_ops is None or "fp8" not in shape.formats or shape.device.type != "cuda":
+        if aiter_ops is None or "fp8" not in shape.formats or not _aiter_device(shape.device):
             return []
         return [(lambda data, q8=q8, splits=splits: AiterRunner(shape, data, q8, splits))
                 for q8 in (True, False) for splits in AITER_KV_SPLIT_CANDIDATES]
@@ -687,16 +718,22 @@ class Verifier:
     """Checks a candidate's output with the rule the harness will apply."""
 
     def __init__(self, data, shape: CallShape):
-        reference = _harness_module("reference")
+        # The reference reads the fp8 KV: without it, exact attention is the yardstick.
+        reference = _harness_module("reference") if "fp8" in data[1] else None
+        exact = TorchRunner(shape, next(iter(shape.formats)))(*data[:4])
+        rule = (0.1, 0.1, 0.05)
         if reference is not None and hasattr(reference, "CHECK_RTOL"):
             expected = reference.ref_kernel(data)
             rule = (reference.CHECK_RTOL, reference.CHECK_ATOL, reference.CHECK_MISMATCH_ALLOWANCE)
             self.check = lambda output: _compare(output, expected, *rule)
         elif reference is not None:  # upstream's reference: use its own check as is
             self.check = lambda output: self._upstream_check(reference, data, output)
-        else:  # no harness: the exact torch route is the yardstick, with the current rule
-            expected = TorchRunner(shape, next(iter(shape.formats)))(*data[:4])
-            self.check = lambda output: _compare(output, expected, 0.1, 0.1, 0.05)
+        exact_check = lambda output: _compare(output, exact, *rule)  # noqa: E731
+        if reference is None or not self.check(exact)[0]:
+            # Where exact attention itself misses the reference (peaked scores, large
+            # magnitudes, a NaN/Inf that the per-tensor fp8 scales spread to every
+            # element), the reference's quantization misses: exact attention judges.
+            self.check = exact_check
 
     @staticmethod
     def _upstream_check(reference, data, output):
