@@ -629,6 +629,7 @@ class AiterRunner:
         self.num_kv_splits = num_kv_splits
         self.sm_scale = shape.sm_scale
         self.q_seq_len = shape.q_seq_len
+        self.needs_contiguous_q = not shape.q_contiguous  # aiter: "only support Q.is_contiguous()"
         self.label = f"aiter_{'a8w8' if q_in_fp8 else 'a16w8'}[splits={num_kv_splits}]"
         device = q.device
         # Page size 1: every token is a page; the leaderboard's reference passes the
@@ -658,6 +659,8 @@ class AiterRunner:
 
     def __call__(self, q, kv_data, qo_indptr, kv_indptr):
         kv_buffer, kv_scale = kv_data["fp8"]
+        if self.needs_contiguous_q and not self.q_in_fp8:  # the quantized Q is contiguous
+            q = q.contiguous()
         q_in, q_scale = self._quantize_q(q) if self.q_in_fp8 else (q, None)
         out = _new_output(q)
         aiter_ops.mla_decode_fwd(
@@ -851,7 +854,11 @@ def _route_candidates(shape: CallShape) -> list:
     if forced and forced not in ROUTES:
         raise ValueError(f"MLA_ROUTE={forced!r}: unknown route; known routes are {sorted(ROUTES)}")
     routes = [ROUTES[forced]] if forced else list(ROUTES.values())
-    factories = [factory for route in routes for factory in route.variants(shape)]
+    factories = []
+    for route in routes:
+        for factory in route.variants(shape):
+            factory.route_name = route.name  # names the route when building its runner raises
+            factories.append(factory)
     if not factories:
         raise ValueError(f"MLA_ROUTE={forced!r} cannot serve {shape.describe()} with formats {shape.formats}")
     return factories
