@@ -296,3 +296,25 @@ def test_report_our_call_sites_on_the_wheel(capsys):
                 or any(f"unknown keyword '{k}'" in problem for k in march_only)
             )
             assert explained, line
+
+
+def test_wheel_data_matches_the_unpacked_wheel():
+    """The committed wheel facts are what the extractor reads from the wheel that
+    tools/setup.sh unpacks (guards the data file against hand edits)."""
+    import importlib.util
+    import os
+
+    if not ac.wheel_fp4_utils_path().is_file():
+        message = f"aiter wheel not unpacked at {ac.wheel_dir()}"
+        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+            pytest.fail(message)
+        pytest.skip(message)
+    spec = importlib.util.spec_from_file_location(
+        "extract_aiter_api", ac.REPO_ROOT / "tools" / "extract_aiter_api.py")
+    extractor = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(extractor)
+    source = extractor.DirSource(str(ac.wheel_dir()))
+    facts = extractor.extract(source, (extractor.PYBIND_HEADER_PATH,))
+    assert facts["source"]["version"] == ac.WHEEL_VERSION
+    assert facts["functions"] == WHEEL["functions"]
+    assert facts["dtypes"] == WHEEL["dtypes"]
