@@ -1,0 +1,524 @@
+"""The ROCm (aiter) route of submission.py, end to end on the CPU.
+
+aiter cannot run here, so `submission.aiter_ops` is replaced by tests/fake_aiter.py: a
+recording fake that binds every call against aiter's real (March 2026) signatures,
+checks every tensor as aiter's kernels would, and computes the attention the way the
+persistent kernel does (split plan from the metadata, LSE merge). The device check
+`submission._aiter_device` is patched so that CPU tensors count as an aiter device.
+
+What is proven: the route table holds every aiter candidate (a8w8 and a16w8 for each
+kv-split count); the autopick verifies them against reference.ref_kernel and reports
+its choice; metadata is built once per plan and never per call; Q is quantized per
+call; each shape has its own metadata; outputs are right; a wrong or non-binding aiter
+loses to torch and is reported once; the loader never mistakes another `aiter`.
+"""
+from __future__ import annotations
+
+import math
+import sys
+import time
+import types
+
+import pytest
+import torch
+
+import reference
+import submission
+from fake_aiter import FP8_DTYPES, FakeAiter, FakeAiterError, load_wheel_api
+
+CANDIDATES = [(kind, splits) for kind in ("a8w8", "a16w8") for splits in submission.AITER_KV_SPLIT_CANDIDATES]
+LABELS = {f"aiter_{kind}[splits={splits}]" for kind, splits in CANDIDATES}
+CALLS_PER_CANDIDATE_AT_PLAN_TIME = 1 + submission.AUTOPICK_WARMUP + submission.AUTOPICK_REPEATS
+# The CPU fake is slower than the CPU torch route; on the GPU it is the other way round.
+# Routing tests slow the torch route down so that an aiter candidate can win.
+TORCH_DELAY_S = 0.06
+# Max abs error allowed against exact attention over the fp8 KV (a8w8 measures ~0.013).
+TIGHT_ATOL = 0.04
+# Extra time a non-preferred aiter candidate takes, when a test steers the choice.
+PENALTY_S = 0.025
+
+
+# ----------------------------------------------------------------------------- helpers
+
+
+@pytest.fixture(autouse=True)
+def clean_state(monkeypatch):
+    for name in ("MLA_ROUTE", "MLA_DEBUG", "TRITON_INTERPRET", "MLA_CHECK_INDPTR"):
+        monkeypatch.delenv(name, raising=False)
+    # The fake does many small tensor ops; on a shared CPU, intra-op threads spin and
+    # make them 100x slower. One thread, restored afterwards.
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    submission.reset_plans()
+    yield
+    submission.reset_plans()
+    torch.set_num_threads(threads)
+
+
+class _DelayedRunner:
+    def __init__(self, runner, delay_s: float):
+        self.runner, self.delay_s, self.label = runner, delay_s, runner.label
+
+    def __call__(self, *args):
+        time.sleep(self.delay_s)
+        return self.runner(*args)
+
+
+class SlowTorchRoute:
+    """submission's torch route, every call delayed."""
+    name = "torch"
+
+    def __init__(self, delay_s: float):
+        self.delay_s = delay_s
+
+    def variants(self, shape):
+        return [lambda data, factory=factory: _DelayedRunner(factory(data), self.delay_s)
+                for factory in submission.TorchRoute().variants(shape)]
+
+
+def install(monkeypatch, fake: FakeAiter | None = None, torch_delay_s: float = TORCH_DELAY_S) -> FakeAiter:
+    """Makes submission see `fake` as aiter and the CPU as an aiter device."""
+    fake = fake if fake is not None else FakeAiter()
+    monkeypatch.setattr(submission, "aiter_ops", fake)
+    monkeypatch.setattr(submission, "_aiter_device", lambda device: True)
+    if torch_delay_s:
+        monkeypatch.setitem(submission.ROUTES, "torch", SlowTorchRoute(torch_delay_s))
+    return fake
+
+
+def prefer(kind: str, splits: int):
+    """A latency hook: every aiter candidate but (kind, splits) takes PENALTY_S longer."""
+    def latency(call):
+        this_kind = "a8w8" if call["q"].dtype in FP8_DTYPES else "a16w8"
+        return 0.0 if (this_kind, call.metadata.max_split_per_batch) == (kind, splits) else PENALTY_S
+    return latency
+
+
+def harness_input(batch: int, kv_len: int, seed: int):
+    return reference.generate_input(batch, 1, kv_len, seed)
+
+
+def ragged_input(lengths, seed: int, fp8_dtype=reference.FP8_DTYPE):
+    """q_seq_len 1, the given KV lengths, the bf16 and fp8 formats."""
+    gen = torch.Generator().manual_seed(seed)
+    batch, total = len(lengths), sum(lengths)
+    q = torch.randn(batch, 16, 576, generator=gen).bfloat16()
+    kv = torch.randn(total, 1, 576, generator=gen).bfloat16()
+    scale = (kv.abs().amax().float() / torch.finfo(fp8_dtype).max).reshape(1)
+    fp8 = (kv.float() / scale).to(fp8_dtype)
+    kv_indptr = torch.tensor([0] + list(torch.tensor(lengths).cumsum(0)), dtype=torch.int32)
+    config = dict(batch_size=batch, num_heads=16, num_kv_heads=1, qk_head_dim=576, kv_lora_rank=512,
+                  qk_rope_head_dim=64, v_head_dim=512, q_seq_len=1, kv_seq_len=max(lengths),
+                  sm_scale=1 / math.sqrt(576))
+    return q, {"bf16": kv, "fp8": (fp8, scale)}, torch.arange(batch + 1, dtype=torch.int32), kv_indptr, config
+
+
+def exact_over_fp8(data) -> torch.Tensor:
+    """Exact attention of the bf16 q over the fp8 KV the aiter route reads (float32)."""
+    q, kv_data, qo_indptr, kv_indptr, config = data
+    buffer, scale = kv_data["fp8"]
+    return reference.attention_fp32(q.float(), buffer.float() * scale, qo_indptr, kv_indptr, config["sm_scale"])
+
+
+def assert_matches_reference(data, out):
+    """The harness's check, and a tight one: with unit-randn inputs the outputs are ~0.06
+    in magnitude, so the harness's atol 0.1 would let e.g. attention over the wrong KV
+    ranges through. a8w8 stays within ~0.013 of exact attention over the fp8 KV."""
+    good, message = reference.check_implementation(data, out)
+    assert good, message
+    error = (out.float() - exact_over_fp8(data)).abs().max().item()
+    assert error <= TIGHT_ATOL, f"max abs error {error:.3g} against exact attention over the fp8 KV"
+
+
+def plan_report(data) -> dict[str, str]:
+    """label -> verdict of every candidate the plan of `data` tried."""
+    return dict(line.split(": ", 1) for line in submission._plan_for(data).report)
+
+
+def decode_buffers(call) -> tuple:
+    return tuple(call[name] for name in ("work_meta_data", "work_indptr", "work_info_set", "reduce_indptr",
+                                         "reduce_final_map", "reduce_partial_map"))
+
+
+# ----------------------------------------------------------------------------- the loader
+
+
+def test_loader_finds_no_aiter_here():
+    assert submission._load_aiter_ops() is None
+
+
+@pytest.mark.parametrize("has_mla_names", [False, True])
+def test_loader_ignores_an_unrelated_aiter_package(monkeypatch, has_mla_names):
+    # `pip install aiter` gives an asyncio library; it imports fine but has no aiter.mla.
+    unrelated = types.ModuleType("aiter")
+    unrelated.__path__ = []  # a package with no submodules
+    unrelated.map = unrelated.zip = lambda *args: None
+    if has_mla_names:  # even names that look right do not make it ROCm's aiter
+        unrelated.get_mla_metadata_info_v1 = unrelated.get_mla_metadata_v1 = lambda *args: None
+    monkeypatch.setitem(sys.modules, "aiter", unrelated)
+    monkeypatch.delitem(sys.modules, "aiter.mla", raising=False)
+    assert submission._load_aiter_ops() is None
+
+
+def test_loader_takes_rocm_aiter_when_it_is_there(monkeypatch):
+    fake = FakeAiter()
+    package = types.ModuleType("aiter")
+    package.__path__ = []
+    package.get_mla_metadata_info_v1 = fake.get_mla_metadata_info_v1
+    package.get_mla_metadata_v1 = fake.get_mla_metadata_v1
+    mla = types.ModuleType("aiter.mla")
+    mla.mla_decode_fwd = fake.mla_decode_fwd
+    package.mla = mla
+    monkeypatch.setitem(sys.modules, "aiter", package)
+    monkeypatch.setitem(sys.modules, "aiter.mla", mla)
+    ops = submission._load_aiter_ops()
+    assert ops is not None
+    assert (ops.mla_decode_fwd, ops.get_mla_metadata_info_v1, ops.get_mla_metadata_v1) == (
+        fake.mla_decode_fwd, fake.get_mla_metadata_info_v1, fake.get_mla_metadata_v1)
+
+
+# ----------------------------------------------------------------------------- route table
+
+
+def test_route_is_a_candidate_only_with_aiter_fp8_and_an_aiter_device(monkeypatch):
+    data = harness_input(2, 400, seed=1)
+    shape = submission.CallShape(data)
+    route = submission.AiterRoute()
+    monkeypatch.setattr(submission, "aiter_ops", FakeAiter())
+    assert route.variants(shape) == []  # CPU: not an aiter device
+    monkeypatch.setattr(submission, "_aiter_device", lambda device: True)
+    assert len(route.variants(shape)) == len(CANDIDATES)
+    no_fp8 = (data[0], {"bf16": data[1]["bf16"]}, *data[2:])
+    assert route.variants(submission.CallShape(no_fp8)) == []
+    monkeypatch.setattr(submission, "aiter_ops", None)
+    assert route.variants(shape) == []
+
+
+def test_every_aiter_candidate_is_built_verified_and_timed(monkeypatch):
+    fake = install(monkeypatch)
+    data = harness_input(2, 600, seed=2)
+    out = submission.custom_kernel(data)
+    report = plan_report(data)
+    assert LABELS <= set(report), report
+    assert all(report[label].endswith(")") and " us ok " in report[label] for label in LABELS), report
+    # One metadata size query and one metadata build per candidate, with its own split count.
+    info = fake.calls_to("get_mla_metadata_info_v1")
+    built = fake.calls_to("get_mla_metadata_v1")
+    assert sorted((c["q_dtype"] in FP8_DTYPES, c["num_kv_splits"]) for c in info) == \
+        sorted((kind == "a8w8", splits) for kind, splits in CANDIDATES)
+    assert sorted((c["dtype_q"] in FP8_DTYPES, c["max_split_per_batch"]) for c in built) == \
+        sorted((kind == "a8w8", splits) for kind, splits in CANDIDATES)
+    assert submission.describe_route(data).startswith("aiter_")
+    assert_matches_reference(data, out)
+
+
+@pytest.mark.parametrize("kind, splits", [("a16w8", 16), ("a8w8", 4)])
+def test_autopick_keeps_the_fastest_aiter_candidate(monkeypatch, kind, splits):
+    install(monkeypatch, FakeAiter(latency=prefer(kind, splits)))
+    data = harness_input(2, 600, seed=3)
+    out = submission.custom_kernel(data)
+    assert submission.describe_route(data) == f"aiter_{kind}[splits={splits}]"
+    assert_matches_reference(data, out)
+
+
+# ----------------------------------------------------------------------------- per plan, per call
+
+
+def test_metadata_is_built_once_per_plan_and_q_is_quantized_per_call(monkeypatch):
+    fake = install(monkeypatch, FakeAiter(latency=prefer("a8w8", 8)))
+    batch, kv_len = 2, 600
+    submission.custom_kernel(harness_input(batch, kv_len, seed=100))
+    assert fake.count("get_mla_metadata_info_v1") == len(CANDIDATES)
+    assert fake.count("get_mla_metadata_v1") == len(CANDIDATES)
+    assert fake.count("mla_decode_fwd") >= len(CANDIDATES) * CALLS_PER_CANDIDATE_AT_PLAN_TIME
+    runner = submission._plan_for(harness_input(batch, kv_len, seed=100)).run
+    assert runner.label == "aiter_a8w8[splits=8]"
+    plan_time_calls = fake.count("mla_decode_fwd")
+
+    fake.clear_calls()
+    expected_scales = []
+    for i, seed in enumerate(range(101, 121)):  # 20 fresh inputs of the same shape
+        data = harness_input(batch, kv_len, seed=seed)
+        data[0][i % batch, i % 16, i] = 6.0 + 0.5 * i  # a distinct amax each (randn stays < 6)
+        out = submission.custom_kernel(data)
+        assert_matches_reference(data, out)
+        expected_scales.append(data[0].abs().amax().float().item() / torch.finfo(reference.FP8_DTYPE).max)
+    assert plan_time_calls > 0
+    assert fake.count("get_mla_metadata_info_v1") == 0
+    assert fake.count("get_mla_metadata_v1") == 0
+    decodes = fake.calls_to("mla_decode_fwd")
+    assert len(decodes) == 20
+    # Shape-only state is the plan's, the very same objects every call.
+    buffers = decode_buffers(decodes[0])
+    assert all(a is getattr(runner, name) for a, name in zip(buffers, (
+        "work_meta_data", "work_indptr", "work_info_set", "reduce_indptr", "reduce_final_map",
+        "reduce_partial_map")))
+    for call in decodes:
+        assert all(a is b for a, b in zip(decode_buffers(call), buffers))
+        assert call["kv_indices"] is runner.kv_indices and call["kv_last_page_lens"] is runner.kv_last_page_len
+        assert call.metadata is decodes[0].metadata
+    # Q is quantized from each input: its scale follows the input's amax.
+    scales = [call["q_scale"].item() for call in decodes]
+    assert scales == pytest.approx(expected_scales, rel=1e-6)
+    assert len(set(scales)) == 20
+    assert all(call["q"].dtype == reference.FP8_DTYPE for call in decodes)
+
+
+def test_each_shape_builds_its_own_metadata(monkeypatch):
+    fake = install(monkeypatch)
+    first, second = harness_input(2, 600, seed=5), harness_input(3, 400, seed=6)
+    submission.custom_kernel(first)
+    first_state = fake.calls_to("mla_decode_fwd")[-1].metadata
+    fake.clear_calls()
+    out = submission.custom_kernel(second)
+    assert_matches_reference(second, out)
+    assert fake.count("get_mla_metadata_info_v1") == len(CANDIDATES)
+    assert {c["batch_size"] for c in fake.calls_to("get_mla_metadata_info_v1")} == {3}
+    assert [c["seqlens_kv_indptr"].tolist() for c in fake.calls_to("get_mla_metadata_v1")] == \
+        [[0, 400, 800, 1200]] * len(CANDIDATES)
+    second_state = fake.calls_to("mla_decode_fwd")[-1].metadata
+    assert second_state is not first_state and second_state.batch == 3
+
+    fake.clear_calls()  # back to the first shape: its plan, its metadata, nothing rebuilt
+    again = harness_input(2, 600, seed=7)
+    assert_matches_reference(again, submission.custom_kernel(again))
+    assert fake.count("get_mla_metadata_v1") == 0 and fake.count("get_mla_metadata_info_v1") == 0
+    decodes = fake.calls_to("mla_decode_fwd")
+    assert len(decodes) == 1 and decodes[0].metadata is first_state
+
+
+@pytest.mark.parametrize("lengths", [(600, 600), (700, 250, 1000)])
+def test_every_candidate_matches_the_reference(monkeypatch, lengths):
+    fake = install(monkeypatch)
+    data = ragged_input(lengths, seed=8)
+    shape = submission.CallShape(data)
+    for kind, splits in CANDIDATES:
+        runner = submission.AiterRunner(shape, data, kind == "a8w8", splits)
+        out = runner(*data[:4])
+        assert_matches_reference(data, out)
+        state = fake.calls_to("mla_decode_fwd")[-1].metadata
+        # aiter's v1_0 split rule on gfx950: min(len // 196, ceil(256 CUs / batch), splits).
+        assert state.splits == [min(n // 196, math.ceil(256 / len(lengths)), splits) for n in lengths]
+
+
+def test_non_contiguous_q_is_served_by_every_candidate(monkeypatch):
+    fake = install(monkeypatch)
+    q, *rest = harness_input(2, 600, seed=9)
+    wide = torch.zeros(q.shape[0], 16, 640, dtype=q.dtype)
+    wide[..., :576] = q
+    data = (wide[..., :576], *rest)
+    assert not data[0].is_contiguous()
+    out = submission.custom_kernel(data)
+    assert all(" us ok " in verdict for label, verdict in plan_report(data).items() if label in LABELS)
+    assert all(call["q"].is_contiguous() for call in fake.calls_to("mla_decode_fwd"))
+    assert_matches_reference(data, out)
+
+
+# ----------------------------------------------------------------------------- failures
+
+
+def test_wrong_aiter_output_is_rejected_and_torch_serves(monkeypatch):
+    install(monkeypatch, FakeAiter(corrupt_output=True))
+    data = harness_input(2, 400, seed=10)
+    out = submission.custom_kernel(data)
+    report = plan_report(data)
+    assert all(report[label].startswith("REJECTED") for label in LABELS), report
+    assert submission.describe_route(data).startswith("torch")
+    assert_matches_reference(data, out)
+
+
+def test_aiter_whose_signatures_do_not_bind_is_skipped_and_reported_once(monkeypatch, capsys):
+    # The older PyPI wheel's API: our keywords (num_kv_splits, intra_batch_mode, ...) are unknown.
+    fake = install(monkeypatch, FakeAiter(api=load_wheel_api()), torch_delay_s=0)
+    for data in (harness_input(2, 400, seed=11), harness_input(3, 400, seed=12)):
+        out = submission.custom_kernel(data)
+        assert submission.describe_route(data).startswith("torch")
+        assert_matches_reference(data, out)
+        report = submission._plan_for(data).report  # the runner was never built: the route's name
+        assert report.count("aiter_fp8: RAISED TypeError") == len(CANDIDATES), report
+    err = capsys.readouterr().err
+    assert err.count("raised TypeError") == 1, err
+    assert "route aiter_fp8 raised TypeError" in err and "num_kv_splits" in err
+    assert fake.count("mla_decode_fwd") == 0
+
+
+def test_on_gfx942_small_split_counts_would_overflow_the_metadata(monkeypatch):
+    # MI300X: v1_0 always plans 16 splits, but the buffers are sized for num_kv_splits.
+    fake = install(monkeypatch, FakeAiter(gfx="gfx942", cu_num=304))
+    data = ragged_input((600, 600), seed=13, fp8_dtype=torch.float8_e4m3fnuz)
+    assert_matches_reference(data, submission.custom_kernel(data))
+    report = submission._plan_for(data).report
+    small = sum(splits < 16 for _, splits in CANDIDATES)
+    # Their metadata build raised, so no runner existed: the lines carry the route's name.
+    assert report.count("aiter_fp8: RAISED FakeAiterError") == small, report
+    verdicts = plan_report(data)
+    for kind, splits in CANDIDATES:
+        if splits >= 16:
+            assert " us ok " in verdicts[f"aiter_{kind}[splits={splits}]"], report
+    assert fake.count("get_mla_metadata_v1") == len(CANDIDATES)
+
+
+# ----------------------------------------------------------------------------- the fake itself
+
+
+def _metadata(fake, data, q_dtype, splits=8):
+    q, kv_data, qo_indptr, kv_indptr, config = data
+    fp8 = kv_data["fp8"][0].dtype
+    info = fake.get_mla_metadata_info_v1(config["batch_size"], 1, 16, q_dtype, fp8, is_sparse=False,
+                                         fast_mode=False, num_kv_splits=splits, intra_batch_mode=True)
+    buffers = [torch.empty(shape, dtype=dtype) for shape, dtype in info]
+    last_page = (kv_indptr[1:] - kv_indptr[:-1]).to(torch.int32)
+    work_meta, work_indptr, work_info, reduce_indptr, final_map, partial_map = buffers
+    fake.get_mla_metadata_v1(qo_indptr, kv_indptr, last_page, 16, 1, True, work_meta, work_info, work_indptr,
+                             reduce_indptr, final_map, partial_map, page_size=1, kv_granularity=16,
+                             max_seqlen_qo=1, uni_seqlen_qo=1, fast_mode=False, max_split_per_batch=splits,
+                             intra_batch_mode=True, dtype_q=q_dtype, dtype_kv=fp8)
+    return dict(work_meta_data=work_meta, work_indptr=work_indptr, work_info_set=work_info,
+                reduce_indptr=reduce_indptr, reduce_final_map=final_map, reduce_partial_map=partial_map), last_page
+
+
+def valid_decode(fake, data, a8w8=True):
+    """The arguments of a correct a8w8 (or a16w8) persistent decode, metadata built."""
+    q, kv_data, qo_indptr, kv_indptr, config = data
+    kv, kv_scale = kv_data["fp8"]
+    q_in, q_scale = reference.quantize_fp8(q) if a8w8 else (q, None)
+    metadata, last_page = _metadata(fake, data, q_in.dtype)
+    args = [q_in, kv.view(-1, 1, 1, 576), torch.empty(q.shape[0], 16, 512, dtype=torch.bfloat16), qo_indptr,
+            kv_indptr, torch.arange(kv.shape[0], dtype=torch.int32), last_page, 1]
+    kwargs = dict(page_size=1, nhead_kv=1, sm_scale=config["sm_scale"], logit_cap=0.0, q_scale=q_scale,
+                  kv_scale=kv_scale, intra_batch_mode=True, **metadata)
+    return args, kwargs
+
+
+def test_the_fake_computes_the_reference_a8w8():
+    fake = FakeAiter()
+    data = ragged_input((500, 900), seed=14)
+    args, kwargs = valid_decode(fake, data)
+    fake.mla_decode_fwd(*args, **kwargs)
+    expected = reference.ref_kernel(data)
+    torch.testing.assert_close(args[2].float(), expected.float(), rtol=0.02, atol=0.02)
+    call = fake.calls_to("mla_decode_fwd")[0]
+    assert call["num_kv_splits"] is None and call["return_lse"] is False  # defaults recorded
+    assert call.metadata.splits == [2, 4]
+
+
+def _swap(name, value):
+    return lambda args, kwargs: kwargs.__setitem__(name, value(args, kwargs))
+
+
+def _arg(index, value):
+    return lambda args, kwargs: args.__setitem__(index, value(args, kwargs))
+
+
+MUTATIONS = {
+    "unknown keyword": (lambda args, kwargs: kwargs.__setitem__("num_splits", 4), TypeError),
+    "too many positionals": (lambda args, kwargs: args.extend([1] * 30), TypeError),
+    "q not contiguous": (_arg(0, lambda a, k: a[0].float().transpose(0, 1).contiguous().transpose(0, 1)
+                              .to(a[0].dtype)), FakeAiterError),
+    "q fp16": (_arg(0, lambda a, k: a[0].float().half()), FakeAiterError),
+    "q on another device": (_arg(0, lambda a, k: torch.empty(a[0].shape, dtype=a[0].dtype, device="meta")),
+                            FakeAiterError),
+    "kv_buffer 3-D": (_arg(1, lambda a, k: a[1].view(-1, 1, 576)), FakeAiterError),
+    "kv_buffer bf16 with fp8 q": (_arg(1, lambda a, k: a[1].float().bfloat16()), FakeAiterError),
+    "o float32": (_arg(2, lambda a, k: a[2].float()), FakeAiterError),
+    "o with 576 dims": (_arg(2, lambda a, k: torch.empty(a[2].shape[0], 16, 576, dtype=torch.bfloat16)),
+                        FakeAiterError),
+    "kv_indptr int64": (_arg(4, lambda a, k: a[4].long()), FakeAiterError),
+    "kv_indices int64": (_arg(5, lambda a, k: a[5].long()), FakeAiterError),
+    "kv_indices short": (_arg(5, lambda a, k: a[5][:-1]), FakeAiterError),
+    "kv_indices out of range": (_arg(5, lambda a, k: a[5] + 1), FakeAiterError),
+    "kv_last_page_lens batch+1": (_arg(6, lambda a, k: torch.ones(a[6].shape[0] + 1, dtype=torch.int32)),
+                                  FakeAiterError),
+    "max_seqlen_q 2": (_arg(7, lambda a, k: 2), FakeAiterError),
+    "page_size 2": (_swap("page_size", lambda a, k: 2), FakeAiterError),
+    "nhead_kv 2": (_swap("nhead_kv", lambda a, k: 2), FakeAiterError),
+    "logit_cap > 0": (_swap("logit_cap", lambda a, k: 30.0), AssertionError),
+    "q_scale missing": (_swap("q_scale", lambda a, k: None), FakeAiterError),
+    "q_scale float64": (_swap("q_scale", lambda a, k: k["q_scale"].double()), FakeAiterError),
+    "q_scale a python float": (_swap("q_scale", lambda a, k: k["q_scale"].item()), TypeError),
+    "kv_scale missing": (_swap("kv_scale", lambda a, k: None), FakeAiterError),
+    "work_info_set copied": (_swap("work_info_set", lambda a, k: k["work_info_set"].clone()), FakeAiterError),
+    "work buffers never filled": (lambda args, kwargs: kwargs.update(
+        {name: torch.empty_like(kwargs[name]) for name in ("work_meta_data", "work_indptr", "work_info_set",
+                                                           "reduce_indptr", "reduce_final_map",
+                                                           "reduce_partial_map")}), FakeAiterError),
+    "reduce_partial_map missing": (_swap("reduce_partial_map", lambda a, k: None), FakeAiterError),
+}
+
+
+@pytest.mark.parametrize("mutation", sorted(MUTATIONS))
+def test_the_fake_rejects_what_aiter_rejects(mutation):
+    fake = FakeAiter()
+    data = harness_input(2, 400, seed=15)
+    args, kwargs = valid_decode(fake, data)
+    mutate, error = MUTATIONS[mutation]
+    mutate(args, kwargs)
+    with pytest.raises(error):
+        fake.mla_decode_fwd(*args, **kwargs)
+
+
+def test_the_fake_rejects_bad_decode_scales_for_a16w8():
+    fake = FakeAiter()
+    data = harness_input(2, 400, seed=16)
+    args, kwargs = valid_decode(fake, data, a8w8=False)
+    fake.mla_decode_fwd(*args, **kwargs)  # the valid a16w8 call
+    assert_matches_reference(data, args[2])
+    with pytest.raises(FakeAiterError, match="non-fp8"):
+        fake.mla_decode_fwd(*args, **dict(kwargs, q_scale=torch.ones(1)))
+    with pytest.raises(FakeAiterError, match="dtype_q"):  # metadata built for fp8 Q, decode with bf16 Q
+        other, _ = _metadata(fake, data, reference.FP8_DTYPE)
+        fake.mla_decode_fwd(*args, **dict(kwargs, **other))
+
+
+def test_the_fake_checks_metadata_buffers_and_signatures():
+    fake = FakeAiter()
+    data = harness_input(2, 400, seed=17)
+    q, kv_data, qo_indptr, kv_indptr, _ = data
+    info = fake.get_mla_metadata_info_v1(2, 1, 16, torch.bfloat16, reference.FP8_DTYPE, is_sparse=False,
+                                         fast_mode=False, num_kv_splits=8, intra_batch_mode=True)
+    assert [dtype for _, dtype in info] == [torch.uint64] + [torch.int32] * 5
+    assert [shape for shape, _ in info] == [2, 257, (16, 8), 3, (2, 2), 16]  # cu_num 256, 2 tiles x 8
+    work_meta, work_indptr, work_info, reduce_indptr, final_map, partial_map = (
+        torch.empty(shape, dtype=dtype) for shape, dtype in info)
+    last_page = torch.full((2,), 400, dtype=torch.int32)
+    ordered = [work_meta, work_info, work_indptr, reduce_indptr, final_map, partial_map]
+    keywords = dict(page_size=1, kv_granularity=16, max_seqlen_qo=1, uni_seqlen_qo=1, fast_mode=False,
+                    max_split_per_batch=8, intra_batch_mode=True)
+    swapped = [work_meta, work_indptr, work_info, reduce_indptr, final_map, partial_map]  # info's order
+    with pytest.raises(FakeAiterError, match="do not match get_mla_metadata_info_v1"):
+        fake.get_mla_metadata_v1(qo_indptr, kv_indptr, last_page, 16, 1, True, *swapped, **keywords)
+    with pytest.raises(FakeAiterError, match="element type|dtype"):
+        fake.get_mla_metadata_v1(qo_indptr, kv_indptr.long(), last_page, 16, 1, True, *ordered, **keywords)
+    with pytest.raises(TypeError, match="topk_experts"):
+        fake.get_mla_metadata_v1(qo_indptr, kv_indptr, last_page, 16, 1, True, *ordered, topk_experts=1,
+                                 **keywords)
+    with pytest.raises(FakeAiterError, match="out of bounds"):  # 2 x 10 splits, buffers for 2 x 8
+        long = torch.tensor([0, 2000, 4000], dtype=torch.int32)
+        fake.get_mla_metadata_v1(qo_indptr, long, last_page, 16, 1, True, *ordered,
+                                 **dict(keywords, max_split_per_batch=16))
+    with pytest.raises(FakeAiterError, match="divides by it"):  # 40 tokens: 0 splits on gfx950
+        short = torch.tensor([0, 40, 80], dtype=torch.int32)
+        fake.get_mla_metadata_v1(qo_indptr, short, last_page, 16, 1, True, *ordered, **keywords)
+    fake.get_mla_metadata_v1(qo_indptr, kv_indptr, last_page, 16, 1, True, *ordered, **keywords)
+    assert work_meta.view(torch.int64).tolist() == [work_indptr.data_ptr(), work_info.data_ptr()]
+    assert reduce_indptr.tolist() == [0, 2, 4] and final_map.tolist() == [[0, 1], [1, 2]]
+    assert work_info[:4, :6].tolist() == [[0, 0, 0, 1, 0, 208], [0, 1, 0, 1, 208, 400],
+                                          [1, 2, 1, 2, 400, 608], [1, 3, 1, 2, 608, 800]]
+    # The wheel's older get_mla_metadata_info_v1 has no num_kv_splits / intra_batch_mode.
+    wheel = FakeAiter(api=load_wheel_api())
+    with pytest.raises(TypeError, match="num_kv_splits"):
+        wheel.get_mla_metadata_info_v1(2, 1, 16, torch.bfloat16, reference.FP8_DTYPE, is_sparse=False,
+                                       fast_mode=False, num_kv_splits=8, intra_batch_mode=True)
+
+
+def test_the_fake_like_aiter_reads_kv_ranges_from_metadata_time():
+    # The persistent kernel walks work_info_set: KV ranges are fixed when the metadata is
+    # built. New lengths with the same shapes need new metadata (see the report in the
+    # module docstring of fake_aiter); the fake reproduces that, so a test would see it.
+    fake = FakeAiter()
+    built_for, used_with = ragged_input((500, 900), seed=18), ragged_input((900, 500), seed=18)
+    args, kwargs = valid_decode(fake, built_for)
+    args[4] = used_with[3]  # same shapes, other lengths, metadata not rebuilt
+    fake.mla_decode_fwd(*args, **kwargs)
+    assert (args[2].float() - exact_over_fp8(used_with)).abs().max().item() > 0.1
+    assert_matches_reference(built_for, args[2])
