@@ -60,6 +60,7 @@ def _patch_interpreter_scalar_index() -> None:
 if os.environ.get("TRITON_INTERPRET") == "1":
     _patch_interpreter_scalar_index()
 _LOG2E = 1.4426950408889634
+_TRITON_MMA_FORM = 0  # TEMPORARY: set by bench/kernel_sweep.py to compare the MMA forms
 _TL_HEADS = tl.constexpr(16)
 _TL_NOPE = tl.constexpr(512)
 _TL_ROPE = tl.constexpr(64)
@@ -135,6 +136,7 @@ def _launch_decode(q, kv, kv_scale, stride_scale_row, stride_scale_col, is_mxfp4
         sm_scale * _LOG2E, q.shape[0], kv.shape[0], launch.num_splits,
         q.stride(0), q.stride(1), kv.stride(0), stride_scale_row, stride_scale_col, out.stride(0), out.stride(1),
         IS_MXFP4=is_mxfp4, SPLIT=launch.num_splits > 1, BLOCK_N=launch.block_n, DOT_DTYPE=_TRITON_DOT_DTYPE,
+        MMA_FORM=_TRITON_MMA_FORM,
         num_warps=launch.num_warps, num_stages=launch.num_stages,
     )
 
@@ -181,13 +183,13 @@ def _load_mxfp4_tile(kv_ptr, sc_ptr, rows, row_ok, stride_kv, stride_sr, stride_
                 mask=ok3, other=0).to(tl.uint32)
     s = tl.load(sc_row[:, None] + blk[None, :] * stride_sc, mask=row_ok[:, None], other=0)
     even, odd = _e2m1_pair_to_f32(x, _e8m0_to_f32(s)[:, :, None])
-    k_nope = tl.join(even, odd).reshape(BLOCK_N, _TL_NOPE).to(DOT_DTYPE)
+    k_nope = tl.join(even.to(DOT_DTYPE), odd.to(DOT_DTYPE)).reshape(BLOCK_N, _TL_NOPE)
 
     x = tl.load(kv_ptr + row_off[:, None, None] + 256 + rope_blk[None, :, None] * 16 + byte[None, None, :],
                 mask=ok3, other=0).to(tl.uint32)
     s = tl.load(sc_row[:, None] + (16 + rope_blk[None, :]) * stride_sc, mask=row_ok[:, None], other=0)
     even, odd = _e2m1_pair_to_f32(x, _e8m0_to_f32(s)[:, :, None])
-    k_pe = tl.join(even, odd).reshape(BLOCK_N, _TL_ROPE).to(DOT_DTYPE)
+    k_pe = tl.join(even.to(DOT_DTYPE), odd.to(DOT_DTYPE)).reshape(BLOCK_N, _TL_ROPE)
     return k_nope, k_pe
 
 
@@ -239,6 +241,7 @@ def _mla_decode_kernel(
     stride_q_tok, stride_q_head, stride_kv, stride_sr, stride_sc, stride_o_tok, stride_o_head,
     IS_MXFP4: tl.constexpr, SPLIT: tl.constexpr, BLOCK_N: tl.constexpr, DOT_DTYPE: tl.constexpr,
     FUSED_COMBINE: tl.constexpr = True,  # TEMPORARY: False only in bench/kernel_sweep.py's comparison
+    MMA_FORM: tl.constexpr = 0,  # TEMPORARY: 0 heads-on-M, 1 batched 128-dim chunks, 2 tokens-on-M
 ):
     split = tl.program_id(0)
     b = tl.program_id(1)
@@ -263,7 +266,15 @@ def _mla_decode_kernel(
 
     m_i = tl.full([_TL_HEADS], float("-inf"), tl.float32)
     l_i = tl.zeros([_TL_HEADS], tl.float32)
-    acc = tl.zeros([_TL_HEADS, _TL_NOPE], tl.float32)
+    if MMA_FORM == 0:
+        acc = tl.zeros([_TL_HEADS, _TL_NOPE], tl.float32)
+    elif MMA_FORM == 1:  # 4 chunks of 128 dims, batched: independent MMA chains per warp
+        q_nope3 = tl.permute(tl.reshape(q_nope, [_TL_HEADS, 4, 128]), [1, 0, 2])
+        acc = tl.zeros([4, _TL_HEADS, 128], tl.float32)
+    else:  # transposed: tokens on the M side (M = BLOCK_N >= 64 allows wgmma)
+        q_nope_t = tl.trans(q_nope)
+        q_pe_t = tl.trans(q_pe)
+        acc = tl.zeros([_TL_NOPE, _TL_HEADS], tl.float32)
     for start in range(lo, hi, BLOCK_N):
         rows = start + tl.arange(0, BLOCK_N)
         row_ok = rows < hi
@@ -272,14 +283,35 @@ def _mla_decode_kernel(
                                             BLOCK_N, DOT_DTYPE)
         else:
             k_nope, k_pe = _load_fp8_tile(kv_ptr, rows, row_ok, stride_kv, DOT_DTYPE)
-        s = tl.dot(q_pe, tl.trans(k_pe), acc=tl.dot(q_nope, tl.trans(k_nope)))
-        s = tl.where(row_ok[None, :], s * score_scale, float("-inf"))  # log2 domain
-        m_new = tl.maximum(m_i, tl.max(s, 1))
-        alpha = tl.math.exp2(m_i - m_new)
-        p = tl.math.exp2(s - m_new[:, None])
-        l_i = l_i * alpha + tl.sum(p, 1)
-        acc = tl.dot(p.to(DOT_DTYPE), k_nope, acc=acc * alpha[:, None])
+        if MMA_FORM == 2:
+            s = tl.dot(k_pe, q_pe_t, acc=tl.dot(k_nope, q_nope_t))  # [BLOCK_N, heads]
+            s = tl.where(row_ok[:, None], s * score_scale, float("-inf"))  # log2 domain
+            m_new = tl.maximum(m_i, tl.max(s, 0))
+            alpha = tl.math.exp2(m_i - m_new)
+            p = tl.math.exp2(s - m_new[None, :])
+            l_i = l_i * alpha + tl.sum(p, 0)
+            acc = tl.dot(tl.trans(k_nope), p.to(DOT_DTYPE), acc=acc * alpha[None, :])
+        else:
+            if MMA_FORM == 0:
+                s = tl.dot(q_pe, tl.trans(k_pe), acc=tl.dot(q_nope, tl.trans(k_nope)))
+            else:
+                k3 = tl.reshape(k_nope, [BLOCK_N, 4, 128])
+                s = tl.sum(tl.dot(q_nope3, tl.permute(k3, [1, 2, 0])), 0) + tl.dot(q_pe, tl.trans(k_pe))
+            s = tl.where(row_ok[None, :], s * score_scale, float("-inf"))  # log2 domain
+            m_new = tl.maximum(m_i, tl.max(s, 1))
+            alpha = tl.math.exp2(m_i - m_new)
+            p = tl.math.exp2(s - m_new[:, None])
+            l_i = l_i * alpha + tl.sum(p, 1)
+            if MMA_FORM == 0:
+                acc = tl.dot(p.to(DOT_DTYPE), k_nope, acc=acc * alpha[:, None])
+            else:
+                p3 = tl.broadcast_to(p.to(DOT_DTYPE)[None, :, :], [4, _TL_HEADS, BLOCK_N])
+                acc = tl.dot(p3, tl.permute(k3, [1, 0, 2]), acc=acc * alpha[None, :, None])
         m_i = m_new
+    if MMA_FORM == 1:
+        acc = tl.reshape(tl.permute(acc, [1, 0, 2]), [_TL_HEADS, _TL_NOPE])
+    elif MMA_FORM == 2:
+        acc = tl.trans(acc)
 
     if not IS_MXFP4:
         acc = acc * kv_scale

@@ -155,7 +155,7 @@ def launch_kernel_directly(fmt, problem_args, out, scratch, launch, fused):
         q.stride(0), q.stride(1), buf.stride(0), scale.stride(0) if is_mxfp4 else 0,
         scale.stride(1) if is_mxfp4 else 0, out.stride(0), out.stride(1),
         IS_MXFP4=is_mxfp4, SPLIT=launch.num_splits > 1, BLOCK_N=launch.block_n,
-        DOT_DTYPE=sub._TRITON_DOT_DTYPE, FUSED_COMBINE=fused,
+        DOT_DTYPE=sub._TRITON_DOT_DTYPE, FUSED_COMBINE=fused, MMA_FORM=sub._TRITON_MMA_FORM,
         num_warps=launch.num_warps, num_stages=launch.num_stages)
 
 
@@ -227,25 +227,36 @@ def split_choices(batch, length, smoke):
     return [s for s in (1, 2, 4, 8, 16, 32, 64) if length // s >= 64 and batch * s <= 4 * 132]
 
 
-TILES = [(32, 8, 2), (32, 4, 2), (16, 4, 2), (16, 8, 2), (64, 8, 2), (64, 4, 2)]
-STAGES = (1, 3)
+# MMA forms (submission._TRITON_MMA_FORM): 0 heads on M (mma.sync M=16), 1 the same in
+# 4 batched chunks of 128 dims (independent MMA chains), 2 tokens on M (wgmma when
+# BLOCK_N >= 64). Per form: two base tiles (block_n, warps) swept over splits, then
+# more tiles and stages at the best splits.
+FORM_TILES = {
+    0: ([(32, 4), (64, 8)], [(16, 4), (32, 8), (64, 4)]),
+    1: ([(32, 4), (64, 8)], [(16, 4), (32, 8), (64, 4)]),
+    2: ([(64, 4), (64, 8)], [(128, 8), (128, 4), (32, 4)]),
+}
+FORMS = (0, 1, 2)
+STAGES = (1, 2, 3)
 
 
 def all_compile_configs():
-    """Every (format, launch, fused) the sweep may run, for the parallel precompile."""
+    """Every (format, launch, fused, form) the sweep is likely to run, for the precompile."""
     out = []
     for fmt in FORMATS:
-        for bn in (16, 32, 64):
-            for warps in (4, 8):
-                for stages in (1, 2, 3):
+        for form in FORMS:
+            base, extra = FORM_TILES[form]
+            for bn, warps in base + extra:
+                for stages in STAGES:
                     for splits in (1, 2):
-                        out.append((fmt, TritonLaunch(splits, bn, warps, stages), True))
-                out.append((fmt, TritonLaunch(2, bn, warps, 2), False))
+                        out.append((fmt, TritonLaunch(splits, bn, warps, stages), True, form))
+                out.append((fmt, TritonLaunch(2, bn, warps, 1), False, form))
     return out
 
 
 def _precompile_one(job):
-    fmt, launch, fused, device = job
+    fmt, launch, fused, form, device = job
+    sub._TRITON_MMA_FORM = form
     problem = Problem(2, 128, torch.device(device), 1)
     return run_config(problem, fmt, launch, fused, torch.device(device), timed=False)
 
@@ -255,7 +266,7 @@ def precompile(jobs):
     ctx = multiprocessing.get_context("spawn")
     t = time.time()
     with concurrent.futures.ProcessPoolExecutor(max_workers=min(16, os.cpu_count() or 1), mp_context=ctx) as pool:
-        for row in pool.map(_precompile_one, jobs):  # (format, launch, fused, device)
+        for row in pool.map(_precompile_one, jobs):  # (format, launch, fused, form, device)
             if "error" in row:
                 print("precompile failed:", json.dumps(row), flush=True)
     print(f"precompiled {len(jobs)} kernels in {time.time() - t:.0f} s", flush=True)
@@ -277,6 +288,7 @@ def run_config(problem, fmt, launch, fused, device, timed=True):
         return (out.float() - problem.ref[fmt]).abs().max().item()
 
     row = {"format": fmt, "batch": problem.batch, "kv_len": problem.length, "fused_combine": fused,
+           "mma_form": sub._TRITON_MMA_FORM,
            "num_splits": launch.num_splits, "block_n": launch.block_n, "num_warps": launch.num_warps,
            "num_stages": launch.num_stages}
     try:
@@ -297,6 +309,27 @@ def run_config(problem, fmt, launch, fused, device, timed=True):
     return row
 
 
+def sweep_form(problem, fmt, form, device, smoke, run):
+    sub._TRITON_MMA_FORM = form
+    base, extra = FORM_TILES[form]
+    best = None
+
+    def keep(row):
+        nonlocal best
+        if best is None or row["device_us"] < best["device_us"]:
+            best = row
+
+    for splits in split_choices(problem.batch, problem.length, smoke):
+        for bn, warps in base:
+            keep(run(TritonLaunch(splits, bn, warps, 1)))
+    splits = best["num_splits"]
+    for bn, warps in extra[:1] if smoke else extra:
+        keep(run(TritonLaunch(splits, bn, warps, 1)))
+    for stages in STAGES[1:]:
+        keep(run(TritonLaunch(splits, best["block_n"], best["num_warps"], stages)))
+    return best
+
+
 def sweep_shape(problem, fmt, device, smoke, log):
     rows = []
 
@@ -306,23 +339,11 @@ def sweep_shape(problem, fmt, device, smoke, log):
         log(row)
         return row
 
-    best = None
-    for splits in split_choices(problem.batch, problem.length, smoke):
-        for bn, warps, stages in TILES[:2]:
-            row = run(TritonLaunch(splits, bn, warps, stages))
-            if best is None or row["device_us"] < best["device_us"]:
-                best = row
-    splits = best["num_splits"]
-    for bn, warps, stages in TILES[2:] if not smoke else TILES[2:3]:
-        row = run(TritonLaunch(splits, bn, warps, stages))
-        if row["device_us"] < best["device_us"]:
-            best = row
-    for stages in STAGES:
-        row = run(TritonLaunch(splits, best["block_n"], best["num_warps"], stages))
-        if row["device_us"] < best["device_us"]:
-            best = row
+    best_by_form = {form: sweep_form(problem, fmt, form, device, smoke, run) for form in FORMS}
+    best = min(best_by_form.values(), key=lambda r: r["device_us"])
+    sub._TRITON_MMA_FORM = best["mma_form"]
     launch = TritonLaunch(best["num_splits"], best["block_n"], best["num_warps"], best["num_stages"])
-    combine = {"launch": launch.__dict__}
+    combine = {"launch": launch.__dict__, "mma_form": best["mma_form"]}
     multi = launch if launch.num_splits > 1 else TritonLaunch(
         max(s for s in split_choices(problem.batch, problem.length, smoke)), launch.block_n,
         launch.num_warps, launch.num_stages)
@@ -342,9 +363,9 @@ def sweep_shape(problem, fmt, device, smoke, log):
             leaderboard_us = float("inf")
         combine[key] = {"splits": multi.num_splits, "device_us": row["device_us"],
                         "leaderboard_us": leaderboard_us, "max_abs_err": row.get("max_abs_err", float("inf"))}
-    default = sub.triton_launch_candidates(fmt, problem.batch, problem.length, 132)[0]
-    default_row = run(default)
-    return rows, best, combine, default_row
+    sub._TRITON_MMA_FORM = 0
+    default_row = run(sub.triton_launch_candidates(fmt, problem.batch, problem.length, 132)[0])
+    return rows, best, best_by_form, combine, default_row
 
 
 def main():
@@ -352,7 +373,12 @@ def main():
     parser.add_argument("--smoke", action="store_true")
     parser.add_argument("--out", default=os.environ.get("OUT", str(ROOT / "results")))
     parser.add_argument("--no-precompile", action="store_true")
+    parser.add_argument("--profile-best", metavar="JSON",
+                        help="run once each best config of the largest shape in JSON (for ncu) and exit")
     args = parser.parse_args()
+    if args.profile_best:
+        profile_best(args.profile_best)
+        return
     device = torch.device("cpu" if args.smoke else "cuda")
     shapes = SMOKE_SHAPES if args.smoke else BENCHMARK_SHAPES
     if not args.no_precompile:  # the smoke run only proves the worker pool works
@@ -375,10 +401,10 @@ def main():
         copies = 1 if args.smoke else max(1, min(64, math.ceil(3 * L2_BYTES / kv_bytes)))
         problem = Problem(batch, length, device, copies)
         for fmt in FORMATS:
-            rows, best, combine, default_row = sweep_shape(problem, fmt, device, args.smoke, log)
+            rows, best, best_by_form, combine, default_row = sweep_shape(problem, fmt, device, args.smoke, log)
             results["rows"] += rows
             results["summary"].append({"format": fmt, "batch": batch, "kv_len": length, "best": best,
-                                       "default": default_row, "combine": combine})
+                                       "best_by_form": best_by_form, "default": default_row, "combine": combine})
         del problem
         if device.type == "cuda":
             torch.cuda.empty_cache()
@@ -387,21 +413,37 @@ def main():
     print(f"wrote {path}")
 
 
+def profile_best(path):
+    results = json.loads(Path(path).read_text())
+    batch, length = BENCHMARK_SHAPES[-1]
+    problem = Problem(batch, length, torch.device("cuda"), 1)
+    for summary in results["summary"]:
+        if (summary["batch"], summary["kv_len"]) != (batch, length):
+            continue
+        for form, b in sorted(summary["best_by_form"].items()):
+            sub._TRITON_MMA_FORM = int(form)
+            launch = TritonLaunch(b["num_splits"], b["block_n"], b["num_warps"], b["num_stages"])
+            row = run_config(problem, summary["format"], launch, True, torch.device("cuda"), timed=False)
+            print("profiled", json.dumps(row), flush=True)
+
+
 def print_table(results):
+    nan = float("nan")
     print(f"\n{results['device']}  trivial launch {results['trivial_launch_leaderboard_us']:.1f} us  "
           f"HBM read {results['hbm_read_bps'] / 1e12:.2f} TB/s  (roofline at 3.96 TB/s)")
-    print(f"{'fmt':5} {'shape':>10} {'best cfg (s,bn,w,st)':>21} {'dev us':>8} {'%roof':>6} {'err':>8} "
-          f"{'dflt us':>8} | {'fused dev/lb':>14} {'2-kern dev/lb':>14}")
-    nan = float("nan")
+    print(f"{'fmt':5} {'shape':>10} {'best f:s,bn,w,st':>17} {'dev us':>7} {'%roof':>5} {'err':>7} "
+          f"{'form0':>7} {'form1':>7} {'form2':>7} {'dflt':>7} | {'fused dev/lb':>13} {'2-kern dev/lb':>13}")
     for s in results["summary"]:
         b, c, d = s["best"], s["combine"], s["default"]
-        cfg = f"{b['num_splits']},{b['block_n']},{b['num_warps']},{b['num_stages']}"
+        cfg = f"{b['mma_form']}:{b['num_splits']},{b['block_n']},{b['num_warps']},{b['num_stages']}"
+        forms = " ".join(f"{s['best_by_form'][f]['device_us']:7.1f}" for f in FORMS)
         f, t = c["fused"], c["two_kernels"]
-        print(f"{s['format']:5} {s['batch']:>4}x{s['kv_len']:<5} {cfg:>21} {b['device_us']:8.1f} "
-              f"{b.get('roofline_pct', nan):6.1f} {b.get('max_abs_err', nan):8.4f} {d['device_us']:8.1f} | "
+        print(f"{s['format']:5} {s['batch']:>4}x{s['kv_len']:<5} {cfg:>17} {b['device_us']:7.1f} "
+              f"{b.get('roofline_pct', nan):5.1f} {b.get('max_abs_err', nan):7.4f} {forms} {d['device_us']:7.1f} | "
               f"{f['device_us']:6.1f}/{f['leaderboard_us']:6.1f} {t['device_us']:6.1f}/{t['leaderboard_us']:6.1f}")
     failed = [r for r in results["rows"] if "error" in r]
-    print(f"{len(results['rows'])} configs run, {len(failed)} failed")
+    worst = max((r.get("max_abs_err", 0) for r in results["rows"] if "error" not in r), default=nan)
+    print(f"{len(results['rows'])} configs run, {len(failed)} failed, worst max abs err {worst:.4f}")
 
 
 if __name__ == "__main__":
