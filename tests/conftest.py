@@ -1,0 +1,83 @@
+"""Shared helpers: the repo root on sys.path, and running eval.py as the leaderboard does."""
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+if str(REPO_ROOT) not in sys.path:
+    sys.path.insert(0, str(REPO_ROOT))
+
+# Submissions for eval.py runs. Each is a whole file; MLA_SUBMISSION points eval.py at it.
+SUBMISSIONS = {
+    "correct": (
+        "from reference import ref_kernel\n"
+        "def custom_kernel(data):\n"
+        "    return ref_kernel(data)\n"
+        "def describe_route(data):\n"
+        "    return 'route-of-test-submission'\n"),
+    "zeros": (
+        "import torch\n"
+        "def custom_kernel(data):\n"
+        "    q = data[0]\n"
+        "    return torch.zeros(q.shape[0], q.shape[1], 512, dtype=torch.bfloat16)\n"),
+    # Right on most elements, off by 0.5 on every 8th: 12.5% mismatches.
+    "perturbed": (
+        "from reference import ref_kernel\n"
+        "def custom_kernel(data):\n"
+        "    out = ref_kernel(data).clone()\n"
+        "    out.view(-1)[::8] += 0.5\n"
+        "    return out\n"),
+    # Correct on its first input, then replays that output: only rechecks catch it.
+    "stale_cache": (
+        "from reference import ref_kernel\n"
+        "_first_output = []\n"
+        "def custom_kernel(data):\n"
+        "    if not _first_output:\n"
+        "        _first_output.append(ref_kernel(data))\n"
+        "    return _first_output[0].clone()\n"),
+}
+
+
+@pytest.fixture
+def submission_file(tmp_path):
+    """submission_file(name) -> path of that submission from SUBMISSIONS, in tmp."""
+    def write(name: str) -> Path:
+        path = tmp_path / f"submission_{name}.py"
+        path.write_text(SUBMISSIONS[name])
+        return path
+    return write
+
+
+@pytest.fixture
+def run_eval(tmp_path):
+    """run_eval(args, submission, protocol=True, env=None) -> (returncode, result lines as
+    a list of (key, value), stdout, stderr). With protocol, POPCORN_FD is fd 3 of a file."""
+    def run(args: list[str], submission: Path, protocol: bool = True, env: dict | None = None):
+        results = tmp_path / "popcorn_results.txt"
+        environment = {key: value for key, value in os.environ.items()
+                       if not key.startswith(("POPCORN_", "MLA_"))}
+        environment.update(env or {}, MLA_SUBMISSION=str(submission))
+        with open(results, "w") as fd_file:
+            pass_fds = ()
+            if protocol:
+                environment["POPCORN_FD"] = str(fd_file.fileno())
+                pass_fds = (fd_file.fileno(),)
+            proc = subprocess.run([sys.executable, str(REPO_ROOT / "eval.py"), *args],
+                                  cwd=tmp_path, env=environment, pass_fds=pass_fds,
+                                  capture_output=True, text=True, timeout=300)
+        lines = [tuple(line.split(": ", 1)) for line in results.read_text().splitlines()]
+        return proc.returncode, lines, proc.stdout, proc.stderr
+    return run
+
+
+@pytest.fixture
+def cases_file(tmp_path):
+    """cases_file(lines) -> path of a one-case-a-line file."""
+    def write(lines: list[str]) -> Path:
+        path = tmp_path / "cases.txt"
+        path.write_text("\n".join(lines) + "\n")
+        return path
+    return write

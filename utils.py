@@ -1,0 +1,143 @@
+"""Seeding, tensor comparison and cache flushing: the helpers upstream's eval.py and
+reference.py import from utils, usable on CPU, NVIDIA and ROCm."""
+import random
+
+import numpy as np
+import torch
+
+# Keys that mark an MLA input tuple; only those inputs get the mismatch allowance.
+_MLA_CONFIG_KEYS = {"num_heads", "num_kv_heads", "qk_head_dim", "kv_lora_rank",
+                    "qk_rope_head_dim", "v_head_dim"}
+
+# Used when the device does not report its L2 size (CPU, old torch): a few times a CPU
+# core's L2, and cheap to write (~1 ms), since CPU timings only compare routes.
+_FALLBACK_FLUSH_BYTES = 8 * 1024 * 1024
+_flush_buffers: dict[str, torch.Tensor] = {}
+
+
+def set_seed(seed=42):
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+    if torch.cuda.is_available():
+        torch.cuda.manual_seed_all(seed)
+
+
+def get_device(use_cuda: bool = True) -> torch.device:
+    if use_cuda and torch.cuda.is_available():
+        return torch.device("cuda")
+    return torch.device("cpu")
+
+
+def _mismatch_mask(received: torch.Tensor, expected: torch.Tensor, rtol: float, atol: float):
+    """Elements outside atol + rtol*|expected|, plus NaN/Inf that the other side lacks.
+    NaN against NaN and equal infinities count as matches. Returns (mask, abs_diff)."""
+    received = received.to(torch.float32)
+    expected = expected.to(torch.float32)
+    diff = (received - expected).abs()
+    outside = diff > atol + rtol * expected.abs()
+    nan_differs = received.isnan() ^ expected.isnan()
+    posinf_differs = received.isposinf() ^ expected.isposinf()
+    neginf_differs = received.isneginf() ^ expected.isneginf()
+    return outside | nan_differs | posinf_differs | neginf_differs, diff
+
+
+def mismatch_stats(output: torch.Tensor, expected: torch.Tensor, rtol: float, atol: float
+                   ) -> tuple[float, float]:
+    """(fraction of mismatching elements, max abs error) under the check rule. A NaN or Inf
+    that the other side lacks makes the max error inf. Shapes must match."""
+    mask, diff = _mismatch_mask(output, expected, rtol, atol)
+    if mask.numel() == 0:
+        return 0.0, 0.0
+    fraction = int(mask.count_nonzero()) / mask.numel()   # exact: 5% of 10 000 is 500
+    nonfinite = ~diff.isfinite()
+    if bool((mask & nonfinite).any()):
+        return fraction, float("inf")
+    # What is left non-finite is NaN/Inf on both sides at the same place: a match.
+    return fraction, float(diff.masked_fill(nonfinite, 0.0).max())
+
+
+def _describe_mismatches(received, expected, mask, max_print) -> list[str]:
+    count = int(mask.count_nonzero())
+    lines = [f"Number of mismatched elements: {count}"]
+    for index in torch.nonzero(mask)[:max_print]:
+        i = tuple(index.tolist())
+        lines.append(f"ERROR at {i}: {received[i]} {expected[i]}")
+    if count > max_print:
+        lines.append(f"... and {count - max_print} more mismatched elements.")
+    return lines
+
+
+@torch.no_grad()
+def verbose_allclose(received: torch.Tensor, expected: torch.Tensor, rtol=1e-05, atol=1e-08,
+                     max_print=5) -> tuple[bool, list[str]]:
+    """(all close?, lines describing the first mismatches or the max error)."""
+    if received.shape != expected.shape:
+        return False, ["SIZE MISMATCH"]
+    mask, diff = _mismatch_mask(received, expected, rtol, atol)
+    if bool(mask.any()):
+        return False, _describe_mismatches(received, expected, mask, max_print)
+    return True, [f"Maximum error: {torch.max(diff) if diff.numel() else 0.0}"]
+
+
+@torch.no_grad()
+def verbose_allequal(received: torch.Tensor, expected: torch.Tensor, max_print: int = 5
+                     ) -> tuple[bool, list[str]]:
+    """(bitwise-equal values?, lines describing the first mismatches)."""
+    if received.shape != expected.shape:
+        return False, ["SIZE MISMATCH"]
+    mask = torch.not_equal(received, expected)
+    if bool(mask.any()):
+        return False, _describe_mismatches(received, expected, mask, max_print)
+    return True, []
+
+
+def _is_mla_input(data) -> bool:
+    return (isinstance(data, tuple) and len(data) >= 5 and isinstance(data[4], dict)
+            and _MLA_CONFIG_KEYS.issubset(data[4].keys()))
+
+
+@torch.no_grad()
+def match_reference(data, output, reference: callable, rtol=1e-05, atol=1e-08,
+                    mismatch_allowance=0.05) -> tuple[bool, str]:
+    """Check `output` against `reference(data)`. For MLA inputs up to `mismatch_allowance`
+    of the elements may miss the tolerance (a pass with a warning), as upstream allows."""
+    expected = reference(data)
+    good, reasons = verbose_allclose(output, expected, rtol=rtol, atol=atol)
+    if good:
+        return True, ""
+    if _is_mla_input(data) and output.shape == expected.shape:
+        fraction, max_err = mismatch_stats(output, expected, rtol, atol)
+        if fraction <= mismatch_allowance:
+            return True, (f"warning: mismatch_ratio={fraction:.6f} (<= tol_err_ratio="
+                          f"{mismatch_allowance}) with rtol={rtol}, atol={atol}, "
+                          f"max abs error {max_err:.4g}")
+        reasons.insert(0, f"mismatch_ratio={fraction:.6f} > tol_err_ratio={mismatch_allowance}"
+                          f" with rtol={rtol}, atol={atol}")
+    # A literal backslash-n, as upstream: a result line must stay one line.
+    return False, "\\n".join(reasons)
+
+
+def make_match_reference(reference: callable, **kwargs):
+    def wrapped(data, output):
+        return match_reference(data, output, reference=reference, **kwargs)
+    return wrapped
+
+
+def _flush_bytes(device: torch.device) -> int:
+    """Three times the device's L2 where torch reports it, else a fixed modest size."""
+    if device.type == "cuda":
+        l2_bytes = getattr(torch.cuda.get_device_properties(device), "L2_cache_size", 0)
+        if l2_bytes:
+            return 3 * l2_bytes
+    return _FALLBACK_FLUSH_BYTES
+
+
+def clear_l2_cache_large(device: torch.device | None = None):
+    """Evict the cache by writing a buffer a few times the L2 size (allocated once)."""
+    device = device or get_device()
+    key = str(device)
+    if key not in _flush_buffers:
+        _flush_buffers[key] = torch.empty(_flush_bytes(device) // 4, dtype=torch.int32,
+                                          device=device)
+    _flush_buffers[key].fill_(0x5A5A5A5A)
