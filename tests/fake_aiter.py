@@ -29,6 +29,10 @@ where aiter is strict, and computes real outputs:
     not from the kv_indptr passed now), gathers rows through kv_indices, dequantizes q and
     KV with their scales (fp8 bytes read as the gfx's hardware format), fp32 softmax
     attention per split, log-sum-exp merge through the reduce maps, bf16 into `o`.
+* Consequence worth knowing (it is aiter's, reproduced here): the persistent kernel takes
+  its KV ranges from work_info_set, i.e. from the kv_indptr values at metadata time. A
+  call with the same shapes but other sequence lengths needs new metadata; with stale
+  metadata the output is attention over the old ranges.
 * Stricter than aiter (documented choices): q_scale / kv_scale must be None when their
   operand is not fp8 (aiter ignores them); the dtypes given to get_mla_metadata_v1 must
   match the decode's (v1_0 ignores them for 16 heads, v1_2 does not); kv_indices must
@@ -45,8 +49,7 @@ import ast
 import inspect
 import math
 import time
-from dataclasses import dataclass, field
-from pathlib import Path
+from dataclasses import dataclass
 
 import torch
 
@@ -577,7 +580,3 @@ def load_wheel_api() -> dict:
     """The older PyPI wheel's signatures (amd-aiter 0.1.7.post2.dev18)."""
     return aiter_contract.load_api(aiter_contract.WHEEL_API_FILE)
 
-
-def api_commit(api: dict) -> str:
-    source = api["source"]
-    return source.get("commit") or source.get("version") or str(Path(source.get("wheel_file", "?")).name)

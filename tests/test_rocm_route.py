@@ -513,8 +513,8 @@ def test_the_fake_checks_metadata_buffers_and_signatures():
 
 def test_the_fake_like_aiter_reads_kv_ranges_from_metadata_time():
     # The persistent kernel walks work_info_set: KV ranges are fixed when the metadata is
-    # built. New lengths with the same shapes need new metadata (see the report in the
-    # module docstring of fake_aiter); the fake reproduces that, so a test would see it.
+    # built. New lengths with the same shapes need new metadata (fake_aiter's docstring);
+    # the fake reproduces that, so a route that reused stale metadata would fail tests.
     fake = FakeAiter()
     built_for, used_with = ragged_input((500, 900), seed=18), ragged_input((900, 500), seed=18)
     args, kwargs = valid_decode(fake, built_for)
