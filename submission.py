@@ -504,6 +504,7 @@ class CallShape:
         self.q_contiguous = q.is_contiguous()
         lengths = (kv_indptr[1:] - kv_indptr[:-1]).tolist()
         self.max_kv_len = max(lengths) if lengths else 0
+        self.min_kv_len = min(lengths) if lengths else 0
         self.uniform_kv_len = len(set(lengths)) <= 1
 
     def describe(self) -> str:
@@ -649,6 +650,11 @@ class TritonRoute:
 # work buffers are built once per plan; only Q's quantization happens per call.
 # =====================================================================================
 AITER_KV_SPLIT_CANDIDATES = (4, 8, 16, 32)
+# aiter's metadata builder (March 2026) plans len // 196 splits on gfx950, so shorter
+# sequences get 0 splits, which its kernel divides by; and on gfx942 it always plans 16
+# splits into buffers sized for num_kv_splits, so fewer would be written out of bounds.
+AITER_MIN_KV_LEN = 256
+AITER_GFX942_MIN_SPLITS = 16
 
 
 class AiterRunner:
@@ -713,14 +719,23 @@ def _aiter_device(device: torch.device) -> bool:
     return device.type == "cuda"
 
 
+def _aiter_arch(device: torch.device) -> str:
+    return getattr(torch.cuda.get_device_properties(device), "gcnArchName", "")
+
+
 class AiterRoute:
     name = "aiter_fp8"
 
     def variants(self, shape: CallShape) -> list:
         if aiter_ops is None or "fp8" not in shape.formats or not _aiter_device(shape.device):
             return []
+        # The metadata fixes each sequence's KV range when the plan is built, and the plan
+        # key holds shapes, not lengths: serve only the uniform layout the key implies.
+        if not shape.uniform_kv_len or shape.min_kv_len < AITER_MIN_KV_LEN:
+            return []
+        min_splits = AITER_GFX942_MIN_SPLITS if "gfx942" in _aiter_arch(shape.device) else 1
         return [(lambda data, q8=q8, splits=splits: AiterRunner(shape, data, q8, splits))
-                for q8 in (True, False) for splits in AITER_KV_SPLIT_CANDIDATES]
+                for q8 in (True, False) for splits in AITER_KV_SPLIT_CANDIDATES if splits >= min_splits]
 
 
 ROUTES = {route.name: route for route in

@@ -81,6 +81,7 @@ def install(monkeypatch, fake: FakeAiter | None = None, torch_delay_s: float = T
     fake = fake if fake is not None else FakeAiter()
     monkeypatch.setattr(submission, "aiter_ops", fake)
     monkeypatch.setattr(submission, "_aiter_device", lambda device: True)
+    monkeypatch.setattr(submission, "_aiter_arch", lambda device: fake.gfx)
     if torch_delay_s:
         monkeypatch.setitem(submission.ROUTES, "torch", SlowTorchRoute(torch_delay_s))
     return fake
@@ -187,6 +188,7 @@ def test_route_is_a_candidate_only_with_aiter_fp8_and_an_aiter_device(monkeypatc
     monkeypatch.setattr(submission, "aiter_ops", FakeAiter())
     assert route.variants(shape) == []  # CPU: not an aiter device
     monkeypatch.setattr(submission, "_aiter_device", lambda device: True)
+    monkeypatch.setattr(submission, "_aiter_arch", lambda device: "gfx950")
     assert len(route.variants(shape)) == len(CANDIDATES)
     no_fp8 = (data[0], {"bf16": data[1]["bf16"]}, *data[2:])
     assert route.variants(submission.CallShape(no_fp8)) == []
@@ -342,20 +344,29 @@ def test_aiter_whose_signatures_do_not_bind_is_skipped_and_reported_once(monkeyp
     assert fake.count("mla_decode_fwd") == 0
 
 
-def test_on_gfx942_small_split_counts_would_overflow_the_metadata(monkeypatch):
-    # MI300X: v1_0 always plans 16 splits, but the buffers are sized for num_kv_splits.
+def test_on_gfx942_only_split_counts_that_fit_aiters_16_are_offered(monkeypatch):
+    # MI300X: v1_0 always plans 16 splits, but the buffers are sized for num_kv_splits:
+    # a smaller count would be written out of bounds (the fake raises; a GPU would not).
     fake = install(monkeypatch, FakeAiter(gfx="gfx942", cu_num=304))
     data = ragged_input((600, 600), seed=13, fp8_dtype=torch.float8_e4m3fnuz)
     assert_matches_reference(data, submission.custom_kernel(data))
     report = submission._plan_for(data).report
-    small = sum(splits < 16 for _, splits in CANDIDATES)
-    # Their metadata build raised, so no runner existed: the lines carry the route's name.
-    assert report.count("aiter_fp8: RAISED FakeAiterError") == small, report
+    offered = [(kind, splits) for kind, splits in CANDIDATES if splits >= 16]
+    assert "RAISED" not in " ".join(report), report
     verdicts = plan_report(data)
-    for kind, splits in CANDIDATES:
-        if splits >= 16:
-            assert " us ok " in verdicts[f"aiter_{kind}[splits={splits}]"], report
-    assert fake.count("get_mla_metadata_v1") == len(CANDIDATES)
+    for kind, splits in offered:
+        assert " us ok " in verdicts[f"aiter_{kind}[splits={splits}]"], report
+    assert fake.count("get_mla_metadata_v1") == len(offered)
+
+
+def test_short_or_ragged_sequences_are_not_offered_to_aiter(monkeypatch):
+    # Under 196 tokens aiter plans 0 splits and divides by it; ragged lengths would make
+    # the plan's metadata stale for a later call of the same shapes with other lengths.
+    install(monkeypatch)
+    route = submission.AiterRoute()
+    for lengths in ((100, 100), (600, 250), (700, 900)):
+        assert route.variants(submission.CallShape(ragged_input(lengths, seed=19))) == [], lengths
+    assert len(route.variants(submission.CallShape(ragged_input((600, 600), seed=19)))) == len(CANDIDATES)
 
 
 # ----------------------------------------------------------------------------- the fake itself
