@@ -626,9 +626,11 @@ class TritonRunner:
 
 
 def _runs_triton_here(device: torch.device) -> bool:
-    # On the CPU, Triton kernels run only under the interpreter, far too slowly to be
-    # an automatic choice; MLA_ROUTE can still force them there (tests do).
-    return device.type == "cuda" or os.environ.get("TRITON_INTERPRET") == "1"
+    # On the CPU, Triton kernels run only under the interpreter, far too slowly to be an
+    # automatic choice: there they serve only when MLA_ROUTE forces them (tests do).
+    if device.type == "cuda":
+        return True
+    return os.environ.get("TRITON_INTERPRET") == "1" and os.environ.get("MLA_ROUTE", "").startswith("triton")
 
 
 class TritonRoute:
