@@ -56,7 +56,9 @@ def test_test_mode_passes_a_correct_submission(run_eval, submission_file, cases_
     assert rc == 0, err
     assert lines == [("test-count", "2"),
                      ("test.0.spec", SMALL_CASES[0]), ("test.0.status", "pass"),
+                     ("test.0.message", "Maximum error: 0"),
                      ("test.1.spec", SMALL_CASES[1]), ("test.1.status", "pass"),
+                     ("test.1.message", "Maximum error: 0"),
                      ("check", "pass")]
 
 
@@ -172,3 +174,12 @@ def test_cases_command_prints_a_cases_file(run_eval, submission_file):
     assert rc == 0
     assert harness.parse_cases(out.strip())[7].args == {
         "batchsize": 256, "qseqlen": 1, "kvseqlen": 8192, "seed": 9826}
+
+
+def test_without_a_gpu_human_mode_uses_the_reduced_benchmark_set():
+    assert harness.default_cases("test") == harness.case_lines("tests")
+    assert harness.default_cases("benchmark") == harness.default_cases("leaderboard") == [
+        "batchsize: 4; qseqlen: 1; kvseqlen: 1024; seed: 4217",
+        "batchsize: 32; qseqlen: 1; kvseqlen: 1024; seed: 5412"]
+    limits = harness.human_limits("leaderboard")
+    assert (limits.max_runs, limits.max_time_ns) == (10, 10e9)
