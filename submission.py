@@ -31,6 +31,19 @@ import triton.language as tl
 # With several splits, each program stores its normalized partial output and its
 # log2-sum-exp; the last program of a sequence to finish (an atomic counter per
 # sequence) combines them, so a call is one launch.
+#
+# Measured on the H200 (bench/kernel_sweep.py, 2026-11-29; device time, graph replay):
+# - This form (16 heads on the MMA's M side, mma.sync) beat two others tried in the same
+#   sweep on every shape: the QK product cut into 4 batched 128-dim chunks (shorter MMA
+#   chains; 9-31% slower) and tokens on M (K.Q^T and V^T.P^T, so wgmma can apply;
+#   18-75% slower).
+# - The in-kernel combine against a second reduce kernel: equal device time from 32
+#   sequences up; 2-10 us more with 4 sequences (one program merges up to 32 partials).
+#   Leaderboard-style (host included) the one launch won by 10-14 us at 4 x 1024, lost
+#   by 5-10 us at 4 x 8192 and was even within noise elsewhere: kept the one launch.
+# - Still far from the HBM roofline (12% mxfp4, 26% fp8 at 256 x 8192): register-bound
+#   (255 registers, 2 programs of 4 warps an SM, 12.5% occupancy per ncu) and
+#   latency-bound, not bandwidth-bound.
 import dataclasses
 
 # The interpreter's tl.dot returns garbage for bf16 operands (PROBLEM.md) and is exact
@@ -60,7 +73,6 @@ def _patch_interpreter_scalar_index() -> None:
 if os.environ.get("TRITON_INTERPRET") == "1":
     _patch_interpreter_scalar_index()
 _LOG2E = 1.4426950408889634
-_TRITON_MMA_FORM = 0  # TEMPORARY: set by bench/kernel_sweep.py to compare the MMA forms
 _TL_HEADS = tl.constexpr(16)
 _TL_NOPE = tl.constexpr(512)
 _TL_ROPE = tl.constexpr(64)
@@ -81,22 +93,33 @@ class TritonScratch:
     counters: torch.Tensor  # (batch,) int32, zero between calls: splits finished so far
 
 
+def _pow2_floor(n: int) -> int:
+    return 1 << (max(n, 1).bit_length() - 1)
+
+
 def triton_launch_candidates(kv_format: str, batch: int, max_kv_len: int, num_sms: int) -> list[TritonLaunch]:
     """A short list for the autopick to time; the first is the default.
 
-    Splits make batch * splits cover about one or two waves of the SMs, but never cut a
-    sequence into chunks shorter than two tiles (each split costs a partial write and
-    a share of the combine)."""
+    The rule the H200 sweep found best on all 8 benchmark shapes: a program of 4 warps
+    and 32-token tiles fits 2 to an SM (255 registers), so when batch * splits can reach
+    2 programs an SM with splits of >= 256 tokens, use that (fewest splits that fill
+    the SMs); otherwise (little work) use 8 warps and 64-token tiles, with about one
+    program an SM and splits of >= 128 tokens. The other candidates are the
+    neighbours: the other tile at the same splits, and half / double the splits."""
     if kv_format not in ("mxfp4", "fp8"):
         raise ValueError(f"no Triton kernel for kv_format {kv_format!r}")
-    block_n = 32
-    max_splits = max(1, min(64, max_kv_len // (2 * block_n)))
-    splits = []
-    for waves in (1, 2):
-        s = max(1, min(max_splits, triton.cdiv(waves * num_sms, max(batch, 1))))
-        if s not in splits:
-            splits.append(s)
-    return [TritonLaunch(s, block_n, warps, 2) for s in splits for warps in (8, 4)]
+    batch, max_kv_len, num_sms = max(batch, 1), max(max_kv_len, 1), max(num_sms, 1)
+    stages = 1 if kv_format == "mxfp4" else 2
+    full = _pow2_floor(2 * num_sms // batch)
+    if max_kv_len // full >= 256 or full == 1:
+        splits, tiles = full, [(32, 4), (64, 8)]
+    else:
+        splits, tiles = _pow2_floor(min(triton.cdiv(num_sms, batch), 64, max(max_kv_len // 128, 1))), [(64, 8), (32, 4)]
+    out = [TritonLaunch(splits, bn, warps, stages) for bn, warps in tiles]
+    for other in (splits // 2, splits * 2):
+        if 1 <= other <= 64 and other <= max(max_kv_len // 64, 1):
+            out.append(TritonLaunch(other, tiles[0][0], tiles[0][1], stages))
+    return out
 
 
 def make_triton_scratch(batch: int, launch: TritonLaunch, device) -> TritonScratch:
@@ -112,6 +135,10 @@ def triton_mxfp4_decode(q, kv_fp4_u8, kv_scales_u8, qo_indptr, kv_indptr, sm_sca
                         launch) -> None:
     """kv_fp4_u8: (total_kv, 1, 288) or (total_kv, 288) bytes; kv_scales_u8: 2D e8m0 bytes,
     trimmed (total_kv, 18) or padded, read through its strides."""
+    if launch.block_n < 32:
+        # Measured wrong on the H200 (max abs error 0.3-0.8 on every shape, two runs,
+        # Triton 3.6), right in the interpreter and at 32 and 64; cause not established.
+        raise ValueError("the MXFP4 kernel needs block_n >= 32")
     if kv_fp4_u8.dtype != torch.uint8:
         kv_fp4_u8 = kv_fp4_u8.view(torch.uint8)
     if kv_scales_u8.dtype != torch.uint8:
@@ -129,14 +156,13 @@ def _launch_decode(q, kv, kv_scale, stride_scale_row, stride_scale_col, is_mxfp4
                    sm_scale, out, scratch, launch):
     batch = kv_indptr.shape[0] - 1
     if batch <= 0:
-        return
-    _mla_decode_kernel[(launch.num_splits, batch)](
+        return None
+    return _mla_decode_kernel[(launch.num_splits, batch)](  # Triton's compiled kernel (for reports)
         q, kv, kv_scale, qo_indptr, kv_indptr, out,
         scratch.part_o, scratch.part_lse, scratch.counters,
         sm_scale * _LOG2E, q.shape[0], kv.shape[0], launch.num_splits,
         q.stride(0), q.stride(1), kv.stride(0), stride_scale_row, stride_scale_col, out.stride(0), out.stride(1),
         IS_MXFP4=is_mxfp4, SPLIT=launch.num_splits > 1, BLOCK_N=launch.block_n, DOT_DTYPE=_TRITON_DOT_DTYPE,
-        MMA_FORM=_TRITON_MMA_FORM,
         num_warps=launch.num_warps, num_stages=launch.num_stages,
     )
 
@@ -158,8 +184,10 @@ def _e2m1_pair_to_f32(x, scale):
     # exactly E2M1 * 2^-126 for all 16 codes (codes 0 and 1 land on zero and the
     # subnormal 2^-127, as E2M1's own subnormal), so one exact multiply by 2^126 fixes
     # the exponent. Per element: 2 ands + 2 shifts + 1 or (fused to ~3 SASS ops), 2
-    # multiplies. The two multiplies are not folded into one factor 2^(s-1) because
-    # that factor overflows fp32 for s >= 129, where the products are still finite.
+    # multiplies, then one cvt to bf16 (done before the interleave: half its registers).
+    # The two multiplies are not folded into one factor 2^(s-1) because that factor
+    # overflows fp32 for s >= 129, where the products are still finite. (Measured: the
+    # decode is not the bottleneck; mxfp4 runs only ~13% slower than fp8 per token.)
     even = ((x & 0x8) << 28) | ((x & 0x7) << 22)
     odd = ((x & 0x80) << 24) | ((x & 0x70) << 18)
     even = even.to(tl.float32, bitcast=True) * 8.507059173023462e37 * scale  # 2^126
@@ -211,21 +239,20 @@ def _store_rows(ptr, row, stride_tok, stride_head, o):
 
 
 @triton.jit
-def _combine_splits(part_o_ptr, part_lse_ptr, b, num_splits, head0, HEADS: tl.constexpr):
-    # Log-sum-exp merge of the splits' normalized outputs (log2 domain) for heads
-    # head0 .. head0 + HEADS - 1. Empty splits carry lse = -inf and weigh 0; a sequence
-    # with no tokens comes out as zeros. .cg loads bypass L1: the partials were
-    # written by other SMs during this launch.
-    heads = head0 + tl.arange(0, HEADS)
+def _combine_splits(part_o_ptr, part_lse_ptr, b, num_splits):
+    # Log-sum-exp merge of the splits' normalized outputs (log2 domain). Empty splits
+    # carry lse = -inf and weigh 0; a sequence with no tokens comes out as zeros.
+    # .cg loads bypass L1: the partials were written by other SMs during this launch.
+    heads = tl.arange(0, _TL_HEADS)
     cols = tl.arange(0, _TL_NOPE)
     lse_base = part_lse_ptr + b.to(tl.int64) * num_splits * _TL_HEADS + heads
     o_base = part_o_ptr + b.to(tl.int64) * num_splits * _TL_HEADS * _TL_NOPE + heads[:, None] * _TL_NOPE + cols[None, :]
-    lse_max = tl.full([HEADS], float("-inf"), tl.float32)
+    lse_max = tl.full([_TL_HEADS], float("-inf"), tl.float32)
     for s in range(num_splits):
         lse_max = tl.maximum(lse_max, tl.load(lse_base + s * _TL_HEADS, cache_modifier=".cg"))
     lse_max = tl.where(lse_max == float("-inf"), 0.0, lse_max)
-    acc = tl.zeros([HEADS, _TL_NOPE], tl.float32)
-    w_sum = tl.zeros([HEADS], tl.float32)
+    acc = tl.zeros([_TL_HEADS, _TL_NOPE], tl.float32)
+    w_sum = tl.zeros([_TL_HEADS], tl.float32)
     for s in range(num_splits):
         w = tl.math.exp2(tl.load(lse_base + s * _TL_HEADS, cache_modifier=".cg") - lse_max)
         acc += w[:, None] * tl.load(o_base + s * _TL_HEADS * _TL_NOPE, cache_modifier=".cg")
@@ -240,8 +267,6 @@ def _mla_decode_kernel(
     qk_scale, total_q, kv_rows, num_splits,
     stride_q_tok, stride_q_head, stride_kv, stride_sr, stride_sc, stride_o_tok, stride_o_head,
     IS_MXFP4: tl.constexpr, SPLIT: tl.constexpr, BLOCK_N: tl.constexpr, DOT_DTYPE: tl.constexpr,
-    FUSED_COMBINE: tl.constexpr = True,  # TEMPORARY: False only in bench/kernel_sweep.py's comparison
-    MMA_FORM: tl.constexpr = 0,  # TEMPORARY: 0 heads-on-M, 1 batched 128-dim chunks, 2 tokens-on-M
 ):
     split = tl.program_id(0)
     b = tl.program_id(1)
@@ -266,15 +291,7 @@ def _mla_decode_kernel(
 
     m_i = tl.full([_TL_HEADS], float("-inf"), tl.float32)
     l_i = tl.zeros([_TL_HEADS], tl.float32)
-    if MMA_FORM == 0:
-        acc = tl.zeros([_TL_HEADS, _TL_NOPE], tl.float32)
-    elif MMA_FORM == 1:  # 4 chunks of 128 dims, batched: independent MMA chains per warp
-        q_nope3 = tl.permute(tl.reshape(q_nope, [_TL_HEADS, 4, 128]), [1, 0, 2])
-        acc = tl.zeros([4, _TL_HEADS, 128], tl.float32)
-    else:  # transposed: tokens on the M side (M = BLOCK_N >= 64 allows wgmma)
-        q_nope_t = tl.trans(q_nope)
-        q_pe_t = tl.trans(q_pe)
-        acc = tl.zeros([_TL_NOPE, _TL_HEADS], tl.float32)
+    acc = tl.zeros([_TL_HEADS, _TL_NOPE], tl.float32)
     for start in range(lo, hi, BLOCK_N):
         rows = start + tl.arange(0, BLOCK_N)
         row_ok = rows < hi
@@ -283,35 +300,14 @@ def _mla_decode_kernel(
                                             BLOCK_N, DOT_DTYPE)
         else:
             k_nope, k_pe = _load_fp8_tile(kv_ptr, rows, row_ok, stride_kv, DOT_DTYPE)
-        if MMA_FORM == 2:
-            s = tl.dot(k_pe, q_pe_t, acc=tl.dot(k_nope, q_nope_t))  # [BLOCK_N, heads]
-            s = tl.where(row_ok[:, None], s * score_scale, float("-inf"))  # log2 domain
-            m_new = tl.maximum(m_i, tl.max(s, 0))
-            alpha = tl.math.exp2(m_i - m_new)
-            p = tl.math.exp2(s - m_new[None, :])
-            l_i = l_i * alpha + tl.sum(p, 0)
-            acc = tl.dot(tl.trans(k_nope), p.to(DOT_DTYPE), acc=acc * alpha[None, :])
-        else:
-            if MMA_FORM == 0:
-                s = tl.dot(q_pe, tl.trans(k_pe), acc=tl.dot(q_nope, tl.trans(k_nope)))
-            else:
-                k3 = tl.reshape(k_nope, [BLOCK_N, 4, 128])
-                s = tl.sum(tl.dot(q_nope3, tl.permute(k3, [1, 2, 0])), 0) + tl.dot(q_pe, tl.trans(k_pe))
-            s = tl.where(row_ok[None, :], s * score_scale, float("-inf"))  # log2 domain
-            m_new = tl.maximum(m_i, tl.max(s, 1))
-            alpha = tl.math.exp2(m_i - m_new)
-            p = tl.math.exp2(s - m_new[:, None])
-            l_i = l_i * alpha + tl.sum(p, 1)
-            if MMA_FORM == 0:
-                acc = tl.dot(p.to(DOT_DTYPE), k_nope, acc=acc * alpha[:, None])
-            else:
-                p3 = tl.broadcast_to(p.to(DOT_DTYPE)[None, :, :], [4, _TL_HEADS, BLOCK_N])
-                acc = tl.dot(p3, tl.permute(k3, [1, 0, 2]), acc=acc * alpha[None, :, None])
+        s = tl.dot(q_pe, tl.trans(k_pe), acc=tl.dot(q_nope, tl.trans(k_nope)))
+        s = tl.where(row_ok[None, :], s * score_scale, float("-inf"))  # log2 domain
+        m_new = tl.maximum(m_i, tl.max(s, 1))
+        alpha = tl.math.exp2(m_i - m_new)
+        p = tl.math.exp2(s - m_new[:, None])
+        l_i = l_i * alpha + tl.sum(p, 1)
+        acc = tl.dot(p.to(DOT_DTYPE), k_nope, acc=acc * alpha[:, None])
         m_i = m_new
-    if MMA_FORM == 1:
-        acc = tl.reshape(tl.permute(acc, [1, 0, 2]), [_TL_HEADS, _TL_NOPE])
-    elif MMA_FORM == 2:
-        acc = tl.trans(acc)
 
     if not IS_MXFP4:
         acc = acc * kv_scale
@@ -324,13 +320,12 @@ def _mla_decode_kernel(
         # Release this program's partials (the barrier orders every thread's stores
         # before the one thread's gpu-scope release), count it, and let the last split
         # of the sequence to arrive (acquire) combine and reset the counter.
-        if FUSED_COMBINE:
-            tl.debug_barrier()
-            done = tl.atomic_add(counters_ptr + b, 1, sem="acq_rel", scope="gpu")
-            if done == num_splits - 1:
-                o = _combine_splits(part_o_ptr, part_lse_ptr, b, num_splits, 0, _TL_HEADS)
-                _store_rows(out_ptr, q_row, stride_o_tok, stride_o_head, o)
-                tl.store(counters_ptr + b, 0)
+        tl.debug_barrier()
+        done = tl.atomic_add(counters_ptr + b, 1, sem="acq_rel", scope="gpu")
+        if done == num_splits - 1:
+            o = _combine_splits(part_o_ptr, part_lse_ptr, b, num_splits)
+            _store_rows(out_ptr, q_row, stride_o_tok, stride_o_head, o)
+            tl.store(counters_ptr + b, 0)
     else:
         _store_rows(out_ptr, q_row, stride_o_tok, stride_o_head, o)
 # ==== end Triton kernels ====

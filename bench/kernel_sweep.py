@@ -3,18 +3,22 @@
 GPU:   python bench/kernel_sweep.py [--out DIR]       (writes DIR/kernel_sweep.json)
 Smoke: python bench/kernel_sweep.py --smoke          (CPU, Triton interpreter, tiny shapes:
                                                       proves the script runs end to end)
+ncu:   ncu --clock-control none -k regex:_mla_decode python bench/kernel_sweep.py --profile-best DIR/kernel_sweep.json
 
 Per benchmark shape and format it
   1. quantizes unit-variance bf16 KV (fp8 per tensor; MXFP4 with the scale rule of
      PROBLEM.md and round-to-nearest codes) and checks each config against fp32
-     attention on the same dequantized data (max abs error);
+     attention on the same dequantized data (max abs error, output poisoned first, and
+     again after the timed calls, which proves the split counters were reset);
   2. times device time per call: the launcher replayed from a CUDA graph, rotating over
      enough copies of the inputs that they do not fit the 60 MB L2;
-  3. sweeps splits at a default tile, then tiles / warps / stages at the best splits;
-  4. compares the two split combines: in-kernel (last program merges, one launch)
-     against a second reduce kernel, in device time and leaderboard-style time (CUDA
-     events around the Python call, L2 flushed first), beside one trivial Triton launch.
+  3. sweeps splits at two tiles, then more tiles and stages at the best splits;
+  4. times the best config and the launcher's default (triton_launch_candidates()[0])
+     leaderboard-style (CUDA events around the Python call, L2 flushed first), beside
+     one trivial Triton launch timed the same way.
 bytes = KV bytes the format must read (MXFP4: 288 + 18 scale bytes a row; fp8: 576).
+The 2026-11-29 H200 runs of this script (with two more MMA forms and a two-kernel
+combine, since removed) chose the kernel's form and combine; see submission.py.
 """
 from __future__ import annotations
 
@@ -39,7 +43,7 @@ import triton.language as tl  # noqa: E402
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 import submission as sub  # noqa: E402
-from submission import TritonLaunch, _combine_splits  # noqa: E402
+from submission import TritonLaunch  # noqa: E402
 
 HEADS, DIM, NOPE = 16, 576, 512
 SM_SCALE = DIM ** -0.5
@@ -112,51 +116,22 @@ class Problem:
         self.bytes = {"mxfp4": rows * (288 + 18), "fp8": rows * DIM}
 
 
-# ------------------------------------------------------------------ the two combines
-@triton.jit
-def _reduce_splits_kernel(part_o_ptr, part_lse_ptr, qo_indptr_ptr, out_ptr, total_q, num_splits,
-                          stride_o_tok, stride_o_head, HEADS_PER_PROGRAM: tl.constexpr):
-    b = tl.program_id(0)
-    head0 = tl.program_id(1) * HEADS_PER_PROGRAM
-    o = _combine_splits(part_o_ptr, part_lse_ptr, b, num_splits, head0, HEADS_PER_PROGRAM)
-    q_row = tl.minimum(tl.maximum(tl.load(qo_indptr_ptr + b), 0), total_q - 1)
-    heads = head0 + tl.arange(0, HEADS_PER_PROGRAM)
-    cols = tl.arange(0, 512)
-    tl.store(out_ptr + q_row.to(tl.int64) * stride_o_tok + heads[:, None] * stride_o_head + cols[None, :],
-             o.to(out_ptr.dtype.element_ty))
-
-
-def decode(fmt, problem_args, out, scratch, launch, fused=True):
-    """One call of a kernel route: fused = the submission's launcher (one launch);
-    not fused = the same kernel without its in-kernel combine, then a reduce kernel."""
+# ------------------------------------------------------------------ one call
+def decode(fmt, problem_args, out, scratch, launch):
+    """One call through the submission's public launchers."""
     q, buf, scale, qo, kvi = problem_args
-    if fused:
-        if fmt == "mxfp4":
-            sub.triton_mxfp4_decode(q, buf, scale, qo, kvi, SM_SCALE, out, scratch, launch)
-        else:
-            sub.triton_fp8_decode(q, buf, scale, qo, kvi, SM_SCALE, out, scratch, launch)
-        return
-    launch_kernel_directly(fmt, problem_args, out, scratch, launch, fused=False)
-    if launch.num_splits > 1:
-        batch = kvi.shape[0] - 1
-        _reduce_splits_kernel[(batch, 4)](scratch.part_o, scratch.part_lse, qo, out, q.shape[0],
-                                          launch.num_splits, out.stride(0), out.stride(1),
-                                          HEADS_PER_PROGRAM=4, num_warps=4)
+    if fmt == "mxfp4":
+        sub.triton_mxfp4_decode(q, buf, scale, qo, kvi, SM_SCALE, out, scratch, launch)
+    else:
+        sub.triton_fp8_decode(q, buf, scale, qo, kvi, SM_SCALE, out, scratch, launch)
 
 
-def launch_kernel_directly(fmt, problem_args, out, scratch, launch, fused):
-    """The submission's kernel with the combine chosen here; returns Triton's compiled
+def compiled_kernel(fmt, problem_args, out, scratch, launch):
+    """The same call through the internal launcher, which returns Triton's compiled
     kernel (registers and spills for the log)."""
     q, buf, scale, qo, kvi = problem_args
-    is_mxfp4 = fmt == "mxfp4"
-    return sub._mla_decode_kernel[(launch.num_splits, kvi.shape[0] - 1)](
-        q, buf, scale, qo, kvi, out, scratch.part_o, scratch.part_lse, scratch.counters,
-        SM_SCALE * sub._LOG2E, q.shape[0], buf.shape[0], launch.num_splits,
-        q.stride(0), q.stride(1), buf.stride(0), scale.stride(0) if is_mxfp4 else 0,
-        scale.stride(1) if is_mxfp4 else 0, out.stride(0), out.stride(1),
-        IS_MXFP4=is_mxfp4, SPLIT=launch.num_splits > 1, BLOCK_N=launch.block_n,
-        DOT_DTYPE=sub._TRITON_DOT_DTYPE, FUSED_COMBINE=fused, MMA_FORM=sub._TRITON_MMA_FORM,
-        num_warps=launch.num_warps, num_stages=launch.num_stages)
+    strides = (scale.stride(0), scale.stride(1)) if fmt == "mxfp4" else (0, 0)
+    return sub._launch_decode(q, buf, scale, *strides, fmt == "mxfp4", qo, kvi, SM_SCALE, out, scratch, launch)
 
 
 # ------------------------------------------------------------------ timing
@@ -227,38 +202,25 @@ def split_choices(batch, length, smoke):
     return [s for s in (1, 2, 4, 8, 16, 32, 64) if length // s >= 64 and batch * s <= 4 * 132]
 
 
-# MMA forms (submission._TRITON_MMA_FORM): 0 heads on M (mma.sync M=16), 1 the same in
-# 4 batched chunks of 128 dims (independent MMA chains), 2 tokens on M (wgmma when
-# BLOCK_N >= 64). Per form: two base tiles (block_n, warps) swept over splits, then
-# more tiles and stages at the best splits.
-FORM_TILES = {
-    0: ([(32, 4), (64, 8)], [(16, 4), (32, 8), (64, 4)]),
-    1: ([(32, 4), (64, 8)], [(16, 4), (32, 8), (64, 4)]),
-    2: ([(64, 4), (64, 8)], [(128, 8), (128, 4), (32, 4)]),
-}
-FORMS = (0, 1, 2)
+BASE_TILES = [(32, 4), (64, 8)]   # (block_n, warps), swept over splits
+EXTRA_TILES = [(64, 4), (32, 8)]  # tried at the best splits
 STAGES = (1, 2, 3)
 
 
+def default_stages(fmt):
+    return 1 if fmt == "mxfp4" else 2
+
+
 def all_compile_configs():
-    """Every (format, launch, fused, form) the sweep is likely to run, for the precompile."""
-    out = []
-    for fmt in FORMATS:
-        for form in FORMS:
-            base, extra = FORM_TILES[form]
-            for bn, warps in base + extra:
-                for stages in STAGES:
-                    for splits in (1, 2):
-                        out.append((fmt, TritonLaunch(splits, bn, warps, stages), True, form))
-                out.append((fmt, TritonLaunch(2, bn, warps, 1), False, form))
-    return out
+    """Every (format, launch) the sweep is likely to run, for the parallel precompile."""
+    return [(fmt, TritonLaunch(splits, bn, warps, stages))
+            for fmt in FORMATS for bn, warps in BASE_TILES + EXTRA_TILES for stages in STAGES for splits in (1, 2)]
 
 
 def _precompile_one(job):
-    fmt, launch, fused, form, device = job
-    sub._TRITON_MMA_FORM = form
+    fmt, launch, device = job
     problem = Problem(2, 128, torch.device(device), 1)
-    return run_config(problem, fmt, launch, fused, torch.device(device), timed=False)
+    return run_config(problem, fmt, launch, torch.device(device), timed=False)
 
 
 def precompile(jobs):
@@ -266,106 +228,96 @@ def precompile(jobs):
     ctx = multiprocessing.get_context("spawn")
     t = time.time()
     with concurrent.futures.ProcessPoolExecutor(max_workers=min(16, os.cpu_count() or 1), mp_context=ctx) as pool:
-        for row in pool.map(_precompile_one, jobs):  # (format, launch, fused, form, device)
+        for row in pool.map(_precompile_one, jobs):  # (format, launch, device)
             if "error" in row:
                 print("precompile failed:", json.dumps(row), flush=True)
     print(f"precompiled {len(jobs)} kernels in {time.time() - t:.0f} s", flush=True)
 
 
 # ------------------------------------------------------------------ one measurement
-def run_config(problem, fmt, launch, fused, device, timed=True):
+def run_config(problem, fmt, launch, device, timed=True):
     scratch = sub.make_triton_scratch(problem.batch, launch, device)
     out = torch.empty((problem.batch, HEADS, NOPE), dtype=torch.bfloat16, device=device)
     copies = problem.copies[fmt]
 
-    def call(i):
+    def args(i):
         q, buf, scale = copies[i]
-        decode(fmt, (q, buf, scale, problem.qo_indptr, problem.kv_indptr), out, scratch, launch, fused)
+        return q, buf, scale, problem.qo_indptr, problem.kv_indptr
+
+    def call(i):
+        decode(fmt, args(i), out, scratch, launch)
 
     def error():  # poisoned output, so an unwritten element shows as nan
         out.fill_(float("nan"))
         call(0)
-        return (out.float() - problem.ref[fmt]).abs().max().item()
+        err = (out.float() - problem.ref[fmt]).abs().max().item()
+        return err if err == err else float("inf")
 
-    row = {"format": fmt, "batch": problem.batch, "kv_len": problem.length, "fused_combine": fused,
-           "mma_form": sub._TRITON_MMA_FORM,
+    row = {"format": fmt, "batch": problem.batch, "kv_len": problem.length,
            "num_splits": launch.num_splits, "block_n": launch.block_n, "num_warps": launch.num_warps,
            "num_stages": launch.num_stages}
     try:
         err = error()
         if timed:
             us = device_time_us(call, len(copies), device)
-            err = max(err, error())  # again after many calls: counters were reset each time
+            err = max(err, error())  # again after many calls: the counters were reset each time
             row.update(device_us=us, gbps=problem.bytes[fmt] / us / 1e3,
                        roofline_pct=100 * problem.bytes[fmt] / ROOFLINE_BPS / (us * 1e-6))
             if device.type == "cuda":
-                q, buf, scale = copies[0]
-                k = launch_kernel_directly(fmt, (q, buf, scale, problem.qo_indptr, problem.kv_indptr), out,
-                                           scratch, launch, fused)
-                row.update(n_regs=k.n_regs, n_spills=k.n_spills)
-        row["max_abs_err"] = err if err == err else float("inf")
+                kernel = compiled_kernel(fmt, args(0), out, scratch, launch)
+                row.update(n_regs=kernel.n_regs, n_spills=kernel.n_spills)
+        row["max_abs_err"] = err
     except Exception as exc:  # a config that fails to compile or run is reported, not fatal
         row.update(error=f"{type(exc).__name__}: {str(exc)[:300]}", device_us=float("inf"))
     return row
 
 
-def sweep_form(problem, fmt, form, device, smoke, run):
-    sub._TRITON_MMA_FORM = form
-    base, extra = FORM_TILES[form]
-    best = None
+def leaderboard_row(problem, fmt, launch, device):
+    """Leaderboard-style time of one config, allocating the output as a route does."""
+    scratch = sub.make_triton_scratch(problem.batch, launch, device)
+    q, buf, scale = problem.copies[fmt][0]
 
-    def keep(row):
-        nonlocal best
-        if best is None or row["device_us"] < best["device_us"]:
-            best = row
+    def call():
+        out = torch.empty((problem.batch, HEADS, NOPE), dtype=torch.bfloat16, device=device)
+        decode(fmt, (q, buf, scale, problem.qo_indptr, problem.kv_indptr), out, scratch, launch)
 
-    for splits in split_choices(problem.batch, problem.length, smoke):
-        for bn, warps in base:
-            keep(run(TritonLaunch(splits, bn, warps, 1)))
-    splits = best["num_splits"]
-    for bn, warps in extra[:1] if smoke else extra:
-        keep(run(TritonLaunch(splits, bn, warps, 1)))
-    for stages in STAGES[1:]:
-        keep(run(TritonLaunch(splits, best["block_n"], best["num_warps"], stages)))
-    return best
+    try:
+        return leaderboard_time_us(call, device)
+    except Exception:  # already reported in its row
+        return float("inf")
 
 
 def sweep_shape(problem, fmt, device, smoke, log):
     rows = []
+    best = None
+    stages = default_stages(fmt)
 
-    def run(launch, fused=True):
-        row = run_config(problem, fmt, launch, fused, device)
+    def run(launch):
+        nonlocal best
+        row = run_config(problem, fmt, launch, device)
         rows.append(row)
         log(row)
+        if best is None or row["device_us"] < best["device_us"]:
+            best = row
         return row
 
-    best_by_form = {form: sweep_form(problem, fmt, form, device, smoke, run) for form in FORMS}
-    best = min(best_by_form.values(), key=lambda r: r["device_us"])
-    sub._TRITON_MMA_FORM = best["mma_form"]
-    launch = TritonLaunch(best["num_splits"], best["block_n"], best["num_warps"], best["num_stages"])
-    combine = {"launch": launch.__dict__, "mma_form": best["mma_form"]}
-    multi = launch if launch.num_splits > 1 else TritonLaunch(
-        max(s for s in split_choices(problem.batch, problem.length, smoke)), launch.block_n,
-        launch.num_warps, launch.num_stages)
-    for fused in (True, False):
-        row = run(multi, fused)
-        scratch = sub.make_triton_scratch(problem.batch, multi, device)
-        q, buf, scale = problem.copies[fmt][0]
-
-        def call():
-            out = torch.empty((problem.batch, HEADS, NOPE), dtype=torch.bfloat16, device=device)
-            decode(fmt, (q, buf, scale, problem.qo_indptr, problem.kv_indptr), out, scratch, multi, fused)
-
-        key = "fused" if fused else "two_kernels"
-        try:
-            leaderboard_us = leaderboard_time_us(call, device)
-        except Exception:  # already reported in its row
-            leaderboard_us = float("inf")
-        combine[key] = {"splits": multi.num_splits, "device_us": row["device_us"],
-                        "leaderboard_us": leaderboard_us, "max_abs_err": row.get("max_abs_err", float("inf"))}
-    sub._TRITON_MMA_FORM = 0
-    default_row = run(sub.triton_launch_candidates(fmt, problem.batch, problem.length, 132)[0])
-    return rows, best, best_by_form, combine, default_row
+    for splits in split_choices(problem.batch, problem.length, smoke):
+        for bn, warps in BASE_TILES:
+            run(TritonLaunch(splits, bn, warps, stages))
+    splits = best["num_splits"]
+    for bn, warps in EXTRA_TILES[:1] if smoke else EXTRA_TILES:
+        run(TritonLaunch(splits, bn, warps, stages))
+    for other in STAGES:
+        if other != best["num_stages"]:
+            run(TritonLaunch(splits, best["block_n"], best["num_warps"], other))
+    best_launch = TritonLaunch(best["num_splits"], best["block_n"], best["num_warps"], best["num_stages"])
+    default = sub.triton_launch_candidates(fmt, problem.batch, problem.length, 132)[0]
+    default_row = next((r for r in rows if "error" not in r and TritonLaunch(
+        r["num_splits"], r["block_n"], r["num_warps"], r["num_stages"]) == default), None) or run_config(
+        problem, fmt, default, device)
+    default_row = dict(default_row, leaderboard_us=leaderboard_row(problem, fmt, default, device))
+    best = dict(best, leaderboard_us=leaderboard_row(problem, fmt, best_launch, device))
+    return rows, best, default_row
 
 
 def main():
@@ -401,10 +353,10 @@ def main():
         copies = 1 if args.smoke else max(1, min(64, math.ceil(3 * L2_BYTES / kv_bytes)))
         problem = Problem(batch, length, device, copies)
         for fmt in FORMATS:
-            rows, best, best_by_form, combine, default_row = sweep_shape(problem, fmt, device, args.smoke, log)
+            rows, best, default_row = sweep_shape(problem, fmt, device, args.smoke, log)
             results["rows"] += rows
             results["summary"].append({"format": fmt, "batch": batch, "kv_len": length, "best": best,
-                                       "best_by_form": best_by_form, "default": default_row, "combine": combine})
+                                       "default": default_row})
         del problem
         if device.type == "cuda":
             torch.cuda.empty_cache()
@@ -414,16 +366,15 @@ def main():
 
 
 def profile_best(path):
+    """One call of each format's best config at the largest shape, for ncu to profile."""
     results = json.loads(Path(path).read_text())
     batch, length = BENCHMARK_SHAPES[-1]
     problem = Problem(batch, length, torch.device("cuda"), 1)
     for summary in results["summary"]:
-        if (summary["batch"], summary["kv_len"]) != (batch, length):
-            continue
-        for form, b in sorted(summary["best_by_form"].items()):
-            sub._TRITON_MMA_FORM = int(form)
+        if (summary["batch"], summary["kv_len"]) == (batch, length):
+            b = summary["best"]
             launch = TritonLaunch(b["num_splits"], b["block_n"], b["num_warps"], b["num_stages"])
-            row = run_config(problem, summary["format"], launch, True, torch.device("cuda"), timed=False)
+            row = run_config(problem, summary["format"], launch, torch.device("cuda"), timed=False)
             print("profiled", json.dumps(row), flush=True)
 
 
@@ -431,18 +382,19 @@ def print_table(results):
     nan = float("nan")
     print(f"\n{results['device']}  trivial launch {results['trivial_launch_leaderboard_us']:.1f} us  "
           f"HBM read {results['hbm_read_bps'] / 1e12:.2f} TB/s  (roofline at 3.96 TB/s)")
-    print(f"{'fmt':5} {'shape':>10} {'best f:s,bn,w,st':>17} {'dev us':>7} {'%roof':>5} {'err':>7} "
-          f"{'form0':>7} {'form1':>7} {'form2':>7} {'dflt':>7} | {'fused dev/lb':>13} {'2-kern dev/lb':>13}")
+    print(f"{'fmt':5} {'shape':>10} {'best s,bn,w,st':>14} {'dev us':>8} {'%roof':>6} {'err':>7} {'lb us':>7} | "
+          f"{'default':>14} {'dev us':>8} {'lb us':>7}")
+
+    def cfg(r):
+        return f"{r['num_splits']},{r['block_n']},{r['num_warps']},{r['num_stages']}"
+
     for s in results["summary"]:
-        b, c, d = s["best"], s["combine"], s["default"]
-        cfg = f"{b['mma_form']}:{b['num_splits']},{b['block_n']},{b['num_warps']},{b['num_stages']}"
-        forms = " ".join(f"{s['best_by_form'][f]['device_us']:7.1f}" for f in FORMS)
-        f, t = c["fused"], c["two_kernels"]
-        print(f"{s['format']:5} {s['batch']:>4}x{s['kv_len']:<5} {cfg:>17} {b['device_us']:7.1f} "
-              f"{b.get('roofline_pct', nan):5.1f} {b.get('max_abs_err', nan):7.4f} {forms} {d['device_us']:7.1f} | "
-              f"{f['device_us']:6.1f}/{f['leaderboard_us']:6.1f} {t['device_us']:6.1f}/{t['leaderboard_us']:6.1f}")
+        b, d = s["best"], s["default"]
+        print(f"{s['format']:5} {s['batch']:>4}x{s['kv_len']:<5} {cfg(b):>14} {b['device_us']:8.1f} "
+              f"{b.get('roofline_pct', nan):6.1f} {b.get('max_abs_err', nan):7.4f} {b['leaderboard_us']:7.1f} | "
+              f"{cfg(d):>14} {d['device_us']:8.1f} {d['leaderboard_us']:7.1f}")
     failed = [r for r in results["rows"] if "error" in r]
-    worst = max((r.get("max_abs_err", 0) for r in results["rows"] if "error" not in r), default=nan)
+    worst = max((r["max_abs_err"] for r in results["rows"] if "error" not in r), default=nan)
     print(f"{len(results['rows'])} configs run, {len(failed)} failed, worst max abs err {worst:.4f}")
 
 
