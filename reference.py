@@ -309,22 +309,22 @@ def attention_fp32(q: torch.Tensor, kv: torch.Tensor, qo_indptr: torch.Tensor,
     return out.to(torch.float32)
 
 
-def _sequence_attention(q_rows: torch.Tensor, kv_rows: torch.Tensor, score_scale: float,
-                        value_scale: float) -> torch.Tensor:
-    """fp32 attention of one sequence: q_rows (q_len, H, D) and kv_rows (L, D) in any dtype,
-    scores scaled by score_scale, values (first V_HEAD_DIM dims) by value_scale. Online
-    softmax over token chunks bounds memory for long sequences."""
-    q_len, heads, _ = q_rows.shape
-    kv_len = kv_rows.shape[0]
-    queries = q_rows.to(torch.float32).reshape(q_len * heads, -1)
-    visible = _visible_tokens(q_len, kv_len, q_rows.device).repeat_interleave(heads)
-    running_max = torch.full((q_len * heads, 1), float("-inf"), device=q_rows.device)
-    running_sum = torch.zeros((q_len * heads, 1), device=q_rows.device)
-    acc = torch.zeros((q_len * heads, V_HEAD_DIM), device=q_rows.device)
+def _grouped_attention(q_rows: torch.Tensor, kv_rows: torch.Tensor, score_scale: float,
+                       value_scale: float) -> torch.Tensor:
+    """fp32 attention of G sequences of equal lengths: q_rows (G, q_len, H, D) and kv_rows
+    (G, L, D) in any dtype, scores scaled by score_scale, values (first V_HEAD_DIM dims)
+    by value_scale. Online softmax over token chunks bounds memory for long sequences."""
+    groups, q_len, heads, _ = q_rows.shape
+    kv_len, device = kv_rows.shape[1], q_rows.device
+    queries = q_rows.to(torch.float32).reshape(groups, q_len * heads, -1)
+    visible = _visible_tokens(q_len, kv_len, device).repeat_interleave(heads)
+    running_max = torch.full((groups, q_len * heads, 1), float("-inf"), device=device)
+    running_sum = torch.zeros((groups, q_len * heads, 1), device=device)
+    acc = torch.zeros((groups, q_len * heads, V_HEAD_DIM), device=device)
     for start in range(0, kv_len, _TOKEN_CHUNK):
-        keys = kv_rows[start:start + _TOKEN_CHUNK].to(torch.float32)
-        scores = (queries @ keys.T) * score_scale
-        positions = torch.arange(start, start + keys.shape[0], device=q_rows.device)
+        keys = kv_rows[:, start:start + _TOKEN_CHUNK].to(torch.float32)
+        scores = (queries @ keys.transpose(1, 2)) * score_scale
+        positions = torch.arange(start, start + keys.shape[1], device=device)
         scores = scores.masked_fill(positions[None, :] >= visible[:, None], float("-inf"))
         new_max = torch.maximum(running_max, scores.amax(dim=-1, keepdim=True))
         # Rows that have seen no token yet keep max -inf: shift by 0 to avoid inf - inf.
@@ -332,10 +332,28 @@ def _sequence_attention(q_rows: torch.Tensor, kv_rows: torch.Tensor, score_scale
         weights = torch.exp(scores - shift)
         rescale = torch.exp(running_max - shift)
         running_sum = running_sum * rescale + weights.sum(dim=-1, keepdim=True)
-        acc = acc * rescale + weights @ keys[:, :V_HEAD_DIM]
+        acc = acc * rescale + weights @ keys[:, :, :V_HEAD_DIM]
         running_max = new_max
     out = acc * value_scale / running_sum.clamp(min=torch.finfo(torch.float32).tiny)
-    return out.view(q_len, heads, V_HEAD_DIM)
+    return out.view(groups, q_len, heads, V_HEAD_DIM)
+
+
+def _equal_length_groups(qo: list[int], kvp: list[int]):
+    """(first sequence, count, q_len, kv_len) of runs of consecutive sequences with equal
+    lengths, split so that one token chunk of a group stays within _ROW_CHUNK KV rows.
+    Sequences without queries or tokens are left out (their output stays zero)."""
+    b, batch = 0, len(qo) - 1
+    while b < batch:
+        q_len, kv_len = qo[b + 1] - qo[b], kvp[b + 1] - kvp[b]
+        max_count = max(1, _ROW_CHUNK // max(1, min(kv_len, _TOKEN_CHUNK)))
+        count = 1
+        while (b + count < batch and count < max_count
+               and qo[b + count + 1] - qo[b + count] == q_len
+               and kvp[b + count + 1] - kvp[b + count] == kv_len):
+            count += 1
+        if q_len and kv_len:
+            yield b, count, q_len, kv_len
+        b += count
 
 
 def _emulated_mla_decode(q_input, q_scale, kv_input, kv_scale, qo_indptr, kv_indptr):
@@ -347,11 +365,14 @@ def _emulated_mla_decode(q_input, q_scale, kv_input, kv_scale, qo_indptr, kv_ind
     out = torch.zeros((q_input.shape[0], NUM_HEADS, V_HEAD_DIM), dtype=torch.bfloat16,
                       device=q_input.device)
     qo, kvp = qo_indptr.tolist(), kv_indptr.tolist()
-    for b in range(len(qo) - 1):
-        if qo[b + 1] > qo[b] and kvp[b + 1] > kvp[b]:
-            out[qo[b]:qo[b + 1]] = _sequence_attention(
-                q_input[qo[b]:qo[b + 1]], kv_rows[kvp[b]:kvp[b + 1]],
-                q_scale * kv_scale * SM_SCALE, kv_scale).to(torch.bfloat16)
+    for first, count, q_len, kv_len in _equal_length_groups(qo, kvp):
+        q_span = slice(qo[first], qo[first] + count * q_len)
+        kv_span = slice(kvp[first], kvp[first] + count * kv_len)
+        group_out = _grouped_attention(
+            q_input[q_span].view(count, q_len, NUM_HEADS, -1),
+            kv_rows[kv_span].view(count, kv_len, -1),
+            q_scale * kv_scale * SM_SCALE, kv_scale)
+        out[q_span] = group_out.reshape(count * q_len, NUM_HEADS, V_HEAD_DIM).to(torch.bfloat16)
     return out
 
 
