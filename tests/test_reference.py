@@ -142,6 +142,18 @@ def test_ref_kernel_online_softmax_over_token_chunks(monkeypatch):
                                rtol=8e-3, atol=1e-4)
 
 
+def test_ref_kernel_splits_equal_length_runs_into_bounded_groups(monkeypatch):
+    """Runs of equal-length sequences are batched; a small row budget forces many groups."""
+    q_lens, kv_lens = [1] * 7 + [2, 2], [31] * 5 + [64, 64, 40, 40]
+    data = variable_input(q_lens, kv_lens, seed=6)
+    monkeypatch.setattr(reference, "_ROW_CHUNK", 64)
+    groups = list(reference._equal_length_groups(data[2].tolist(), data[3].tolist()))
+    assert groups == [(0, 2, 1, 31), (2, 2, 1, 31), (4, 1, 1, 31), (5, 1, 1, 64), (6, 1, 1, 64),
+                      (7, 1, 2, 40), (8, 1, 2, 40)]
+    torch.testing.assert_close(reference.ref_kernel(data).float(), a8w8_oracle(data),
+                               rtol=8e-3, atol=1e-4)
+
+
 def test_ref_kernel_is_close_to_exact_attention_on_bf16():
     """a8w8 against exact attention on the unquantized cache: within the current rule."""
     data = variable_input([1, 1], [256, 100], seed=4)
