@@ -4,7 +4,9 @@ Protocol mode (what the leaderboard runner does): POPCORN_FD names a file descri
 `key: value` result lines; POPCORN_SEED (optional) is mixed into each case seed.
     python eval.py {test|benchmark|leaderboard|profile} CASES_FILE
 CASES_FILE has one case a line: `batchsize: 4; qseqlen: 1; kvseqlen: 1024; seed: 4217`.
-Exit codes: 0 pass, 112 a check failed, 113 unreadable cases, 2 usage.
+Exit codes: 0 pass, 112 a check failed, 113 unreadable cases, 2 usage. (Upstream's
+leaderboard mode exits 0 even after `check: fail`; here it exits 112 like the others.)
+On a CPU the timer is time.perf_counter_ns around the call instead of CUDA events.
 
 Human mode (no POPCORN_FD): a table on stdout, progress on stderr.
     python eval.py [test|benchmark|leaderboard] [CASES_FILE]

@@ -12,6 +12,8 @@ Environment:
                          legacy (ties away from zero, scales padded to (rows up to a
                          multiple of 256, 24)); which MXFP4 bytes generate_input makes
                          when aiter is absent. With aiter, its own quantizer decides.
+quantize_mxfp4 is always the torch implementation of aiter's rule (either generation, by
+argument); tests/test_aiter_fp4_bitexact.py compares it with aiter's own kernel.
 """
 import os
 
@@ -174,7 +176,9 @@ def quantize_mxfp4(tensor: torch.Tensor, *, ties: str = "even", padded: bool = F
 
     ties="even", padded=False: aiter since 2026-03-17. ties="away", padded=True: older
     aiter, whose scale tensor has rows rounded up to a multiple of 256 and columns to a
-    multiple of 8 (24 for N=576); the padding is SCALE_PADDING_BYTE.
+    multiple of 8 (24 for N=576); the padding is SCALE_PADDING_BYTE (aiter leaves it
+    uninitialised or zero). Exact IEEE fp32 throughout: values below 2^-32 of their
+    block's scale give code 0 here, where the legacy kernel shifts by 32+ bits.
     Returns (data [B, M, N//2] in FP4X2_DTYPE, scales [B*M, N//32] or padded, E8M0_DTYPE).
     """
     if ties not in _TIE_GOES_UP:
