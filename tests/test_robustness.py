@@ -214,6 +214,25 @@ def test_odd_valid_input_is_right(name):
     assert_correct(data, submission.custom_kernel(data))
 
 
+def resident_bytes(key):
+    with open("/proc/self/status") as status:
+        line = next(line for line in status if line.startswith(key + ":"))
+    return int(line.split()[1]) << 10
+
+
+def test_one_sequence_of_32768_tokens_in_bounded_memory():
+    """Peak resident memory of the first call (plan, verification, timing runs) over what
+    the process held before: a few fp32 copies of the 32768 x 576 KV (75 MB each) at most,
+    nothing that grows with heads x tokens x dims."""
+    data = ragged_input([32768], seed=5)
+    with open("/proc/self/clear_refs", "w") as clear_refs:
+        clear_refs.write("5")  # resets the peak (VmHWM) to the current resident size
+    before = resident_bytes("VmRSS")
+    submission.custom_kernel(data)
+    peak_extra = resident_bytes("VmHWM") - before
+    assert peak_extra < 256 << 20, f"peak grew {peak_extra >> 20} MiB"
+
+
 def test_q_seq_len_4_is_causal_aligned_to_the_end():
     """Query i of 4 sees the first L - 3 + i tokens: changing the last token moves only the
     last query's output."""
