@@ -176,12 +176,14 @@ def _launch_decode(per_call: tuple, tail: tuple, launch):
 
 class CompiledDecode:
     """Replays one compiled specialization of the kernel through its launcher, skipping
-    the JIT's per-call argument binding and specialization (about 20 us of Python a call
-    on the H200's host: most of a small shape's time). Valid while the arguments keep
-    what the specialization assumed: the plan fixes shapes, strides and scalars, and the
-    per-call pointers are checked for the 16-byte alignment Triton specializes on."""
+    the JIT's per-call argument binding and specialization, and passing pointers as
+    integers so the launcher neither calls data_ptr() nor asks the driver about each
+    pointer again (together most of a small shape's time on the H200's host). Valid while
+    the arguments keep what the specialization assumed: the plan key fixes shapes,
+    strides, dtypes and devices, and the per-call pointers are checked for the 16-byte
+    alignment Triton specializes on."""
 
-    def __init__(self, compiled, launch, batch: int, device):
+    def __init__(self, compiled, launch, batch: int, device, tail: tuple):
         compiled._init_handles()
         self.launcher = compiled.run
         self.function = compiled.function
@@ -189,18 +191,21 @@ class CompiledDecode:
         self.grid = (launch.num_splits, batch, 1)
         self.device_index = torch.device(device).index or 0
         self.current_stream = triton.runtime.driver.active.get_current_stream
+        # The scratch buffers live as long as the plan's runner: their addresses are fixed.
+        self.tail = tuple(arg.data_ptr() if isinstance(arg, torch.Tensor) else arg for arg in tail)
 
-    @staticmethod
-    def can_replay(per_call: tuple) -> bool:
-        aligned = 0
-        for tensor in per_call[:5]:  # out is fresh from the allocator: always aligned
-            aligned |= tensor.data_ptr()
+    def launch(self, per_call: tuple) -> bool:
+        """Launches and returns True, or returns False when only the JIT can launch."""
+        q, kv, kv_scale, qo_indptr, kv_indptr, out = per_call
+        pointers = (q.data_ptr(), kv.data_ptr(), kv_scale.data_ptr(), qo_indptr.data_ptr(),
+                    kv_indptr.data_ptr(), out.data_ptr())
+        misaligned = (pointers[0] | pointers[1] | pointers[2] | pointers[3] | pointers[4]) & 15
         # A profiler's launch hooks (e.g. proton) need the JIT path, which calls them.
-        return aligned & 15 == 0 and not triton.knobs.runtime.launch_enter_hook.calls
-
-    def __call__(self, per_call: tuple, tail: tuple) -> None:
+        if misaligned or triton.knobs.runtime.launch_enter_hook.calls:
+            return False
         self.launcher(*self.grid, self.current_stream(self.device_index), self.function, self.metadata,
-                      None, None, None, *per_call, *tail)
+                      None, None, None, *pointers, *self.tail)
+        return True
 
 
 @triton.jit
@@ -654,9 +659,7 @@ class TritonRunner:
         else:
             kv, kv_scale = kv_data["fp8"]
         per_call = (q, kv, kv_scale, qo_indptr, kv_indptr, out)
-        if self.compiled is not None and CompiledDecode.can_replay(per_call):
-            self.compiled(per_call, self.tail)
-        else:
+        if self.compiled is None or not self.compiled.launch(per_call):
             self._launch_through_jit(per_call)
         return out
 
@@ -667,7 +670,7 @@ class TritonRunner:
                                     self.launch)
         compiled = _launch_decode(per_call, self.tail, self.launch)
         if self.compiled is None and q.device.type == "cuda" and hasattr(compiled, "_init_handles"):
-            self.compiled = CompiledDecode(compiled, self.launch, self.batch, q.device)
+            self.compiled = CompiledDecode(compiled, self.launch, self.batch, q.device, self.tail)
 
 
 def _runs_triton_here(device: torch.device) -> bool:
@@ -979,20 +982,19 @@ _config_values = operator.itemgetter(*CONFIG_KEYS)
 
 
 def _layout(tensor) -> tuple:
-    return tensor.shape, tensor.stride(), tensor.dtype
+    return tensor.shape, tensor.stride(), tensor.dtype, tensor.device
 
 
 def plan_key(data) -> tuple:
-    """Everything a plan depends on, built in about 2 us (it runs on every call).
-    Devices other than q's are checked when the plan is built; a later call that moves
-    one of them alone fails loudly in the kernel launch rather than being re-planned."""
+    """Everything a plan depends on, built in about 2 us (it runs on every call). Devices
+    are part of it: the Triton routes pass raw device pointers to their launcher."""
     q, kv_data, qo_indptr, kv_indptr, config = data
     bf16, fp8, mxfp4 = kv_data.get("bf16"), kv_data.get("fp8"), kv_data.get("mxfp4")
     return (q.shape, q.stride(), q.dtype, q.device,
             bf16 is not None and _layout(bf16),
             fp8 is not None and (_layout(fp8[0]), _layout(fp8[1])),
             mxfp4 is not None and (_layout(mxfp4[0]), _layout(mxfp4[1])),
-            qo_indptr.shape, qo_indptr.dtype, kv_indptr.shape, kv_indptr.dtype,
+            qo_indptr.shape, qo_indptr.dtype, qo_indptr.device, kv_indptr.shape, kv_indptr.dtype, kv_indptr.device,
             _config_values(config))
 
 
