@@ -10,6 +10,20 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
+PLAN_ENV = ("MLA_ROUTE", "MLA_DEBUG", "MLA_CHECK_INDPTR")
+
+
+@pytest.fixture
+def fresh_plans(monkeypatch):
+    """No plan, no reported failure and no route-steering variable leaks between tests."""
+    import submission
+    for name in PLAN_ENV:
+        monkeypatch.delenv(name, raising=False)
+    submission.reset_plans()
+    yield
+    submission.reset_plans()
+
+
 # Submissions for eval.py runs. Each is a whole file; MLA_SUBMISSION points eval.py at it.
 SUBMISSIONS = {
     "correct": (

@@ -57,13 +57,7 @@ def slow_exact(*args):
     return exact(*args)
 
 
-@pytest.fixture(autouse=True)
-def fresh_plans(monkeypatch):
-    monkeypatch.delenv("MLA_ROUTE", raising=False)
-    monkeypatch.delenv("MLA_DEBUG", raising=False)
-    submission.reset_plans()
-    yield
-    submission.reset_plans()
+pytestmark = pytest.mark.usefixtures("fresh_plans")
 
 
 def use_routes(monkeypatch, *routes):

@@ -18,13 +18,7 @@ from reference import check_implementation, generate_input
 RECHECK_SEED = 5412  # leaderboard mode: seed += 13 before every timed run
 
 
-@pytest.fixture(autouse=True)
-def fresh_plans(monkeypatch):
-    for name in ("MLA_ROUTE", "MLA_DEBUG", "MLA_CHECK_INDPTR"):
-        monkeypatch.delenv(name, raising=False)
-    submission.reset_plans()
-    yield
-    submission.reset_plans()
+pytestmark = pytest.mark.usefixtures("fresh_plans")
 
 
 def assert_passes(data, out):

@@ -26,13 +26,7 @@ from reference import check_implementation, generate_input
 TOL = 1e-2
 
 
-@pytest.fixture(autouse=True)
-def fresh_plans(monkeypatch):
-    for name in ("MLA_ROUTE", "MLA_DEBUG", "MLA_CHECK_INDPTR"):
-        monkeypatch.delenv(name, raising=False)
-    submission.reset_plans()
-    yield
-    submission.reset_plans()
+pytestmark = pytest.mark.usefixtures("fresh_plans")
 
 
 def assert_correct(data, out, fmt="bf16", rule_data=None, oracle=exact_attention):

@@ -42,16 +42,13 @@ PENALTY_S = 0.025
 
 
 @pytest.fixture(autouse=True)
-def clean_state(monkeypatch):
-    for name in ("MLA_ROUTE", "MLA_DEBUG", "TRITON_INTERPRET", "MLA_CHECK_INDPTR"):
-        monkeypatch.delenv(name, raising=False)
+def clean_state(monkeypatch, fresh_plans):
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
     # The fake does many small tensor ops; on a shared CPU, intra-op threads spin and
     # make them 100x slower. One thread, restored afterwards.
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
-    submission.reset_plans()
     yield
-    submission.reset_plans()
     torch.set_num_threads(threads)
 
 
