@@ -237,38 +237,29 @@ def _e2m1_pair_to_f32(x, scale):
 
 
 @triton.jit
-def _load_mxfp4_tile(kv_ptr, sc_ptr, rows, row_ok, stride_kv, stride_sr, stride_sc,
-                     BLOCK_N: tl.constexpr, DOT_DTYPE: tl.constexpr):
-    # Row bytes: 16 blocks of 16 bytes (nope, elements 0..511), then 2 blocks (rope).
-    # Scales: one byte per (row, 32-element block), broadcast over the block's bytes.
+def _load_mxfp4_blocks(kv_ptr, sc_ptr, rows, row_ok, stride_kv, stride_sr, stride_sc,
+                       FIRST: tl.constexpr, COUNT: tl.constexpr, BLOCK_N: tl.constexpr, DOT_DTYPE: tl.constexpr,
+                       CACHE: tl.constexpr):
+    # 32-element blocks FIRST .. FIRST + COUNT - 1 of each row: 16 bytes a block in the
+    # row's bytes, one scale byte a block, broadcast over the block's bytes.
     byte = tl.arange(0, 16)
-    blk = tl.arange(0, 16)
-    rope_blk = tl.arange(0, 2)
-    row_off = rows.to(tl.int64) * stride_kv
-    sc_row = sc_ptr + rows.to(tl.int64) * stride_sr
-    ok3 = row_ok[:, None, None]
-
-    x = tl.load(kv_ptr + row_off[:, None, None] + blk[None, :, None] * 16 + byte[None, None, :],
-                mask=ok3, other=0).to(tl.uint32)
-    s = tl.load(sc_row[:, None] + blk[None, :] * stride_sc, mask=row_ok[:, None], other=0)
+    blk = FIRST + tl.arange(0, COUNT)
+    x = tl.load(kv_ptr + rows.to(tl.int64)[:, None, None] * stride_kv + blk[None, :, None] * 16 + byte[None, None, :],
+                mask=row_ok[:, None, None], other=0, cache_modifier=CACHE).to(tl.uint32)
+    s = tl.load(sc_ptr + rows.to(tl.int64)[:, None] * stride_sr + blk[None, :] * stride_sc,
+                mask=row_ok[:, None], other=0, cache_modifier=CACHE)
     even, odd = _e2m1_pair_to_f32(x, _e8m0_to_f32(s)[:, :, None])
-    k_nope = tl.join(even.to(DOT_DTYPE), odd.to(DOT_DTYPE)).reshape(BLOCK_N, _TL_NOPE)
-
-    x = tl.load(kv_ptr + row_off[:, None, None] + 256 + rope_blk[None, :, None] * 16 + byte[None, None, :],
-                mask=ok3, other=0).to(tl.uint32)
-    s = tl.load(sc_row[:, None] + (16 + rope_blk[None, :]) * stride_sc, mask=row_ok[:, None], other=0)
-    even, odd = _e2m1_pair_to_f32(x, _e8m0_to_f32(s)[:, :, None])
-    k_pe = tl.join(even.to(DOT_DTYPE), odd.to(DOT_DTYPE)).reshape(BLOCK_N, _TL_ROPE)
-    return k_nope, k_pe
+    return tl.join(even.to(DOT_DTYPE), odd.to(DOT_DTYPE)).reshape(BLOCK_N, COUNT * 32)
 
 
 @triton.jit
-def _load_fp8_tile(kv_ptr, rows, row_ok, stride_kv, DOT_DTYPE: tl.constexpr):
+def _load_fp8_cols(kv_ptr, rows, row_ok, stride_kv, FIRST: tl.constexpr, COUNT: tl.constexpr,
+                   DOT_DTYPE: tl.constexpr, CACHE: tl.constexpr):
     # e4m3 -> bf16 is exact; the per-tensor scale is applied to scores and output instead.
-    base = kv_ptr + rows.to(tl.int64)[:, None] * stride_kv
-    k_nope = tl.load(base + tl.arange(0, _TL_NOPE)[None, :], mask=row_ok[:, None], other=0.0)
-    k_pe = tl.load(base + _TL_NOPE + tl.arange(0, _TL_ROPE)[None, :], mask=row_ok[:, None], other=0.0)
-    return k_nope.to(DOT_DTYPE), k_pe.to(DOT_DTYPE)
+    cols = FIRST + tl.arange(0, COUNT)
+    k = tl.load(kv_ptr + rows.to(tl.int64)[:, None] * stride_kv + cols[None, :], mask=row_ok[:, None], other=0.0,
+                cache_modifier=CACHE)
+    return k.to(DOT_DTYPE)
 
 
 @triton.jit
@@ -337,17 +328,27 @@ def _mla_decode_kernel(
         rows = start + tl.arange(0, BLOCK_N)
         row_ok = rows < hi
         if IS_MXFP4:
-            k_nope, k_pe = _load_mxfp4_tile(kv_ptr, kv_scale_ptr, rows, row_ok, stride_kv, stride_sr, stride_sc,
-                                            BLOCK_N, DOT_DTYPE)
+            k_nope = _load_mxfp4_blocks(kv_ptr, kv_scale_ptr, rows, row_ok, stride_kv, stride_sr, stride_sc,
+                                        0, 16, BLOCK_N, DOT_DTYPE, "")
+            k_pe = _load_mxfp4_blocks(kv_ptr, kv_scale_ptr, rows, row_ok, stride_kv, stride_sr, stride_sc,
+                                      16, 2, BLOCK_N, DOT_DTYPE, "")
         else:
-            k_nope, k_pe = _load_fp8_tile(kv_ptr, rows, row_ok, stride_kv, DOT_DTYPE)
+            k_nope = _load_fp8_cols(kv_ptr, rows, row_ok, stride_kv, 0, _TL_NOPE, DOT_DTYPE, "")
+            k_pe = _load_fp8_cols(kv_ptr, rows, row_ok, stride_kv, _TL_NOPE, _TL_ROPE, DOT_DTYPE, "")
         s = tl.dot(q_pe, tl.trans(k_pe), acc=tl.dot(q_nope, tl.trans(k_nope)))
         s = tl.where(row_ok[None, :], s * score_scale, float("-inf"))  # log2 domain
         m_new = tl.maximum(m_i, tl.max(s, 1))
         alpha = tl.math.exp2(m_i - m_new)
         p = tl.math.exp2(s - m_new[:, None])
         l_i = l_i * alpha + tl.sum(p, 1)
-        acc = tl.dot(p.to(DOT_DTYPE), k_nope, acc=acc * alpha[:, None])
+        if IS_MXFP4:  # decoding is the costly part: reuse the decoded tile
+            v = k_nope
+        else:
+            # Read V again (L2, not HBM) rather than reuse k_nope: a load that feeds one
+            # product keeps its own operand layout and frees registers; measured 5-20%
+            # faster on the H200 for fp8 (and 16-21% slower for MXFP4, which re-decodes).
+            v = _load_fp8_cols(kv_ptr, rows, row_ok, stride_kv, 0, _TL_NOPE, DOT_DTYPE, ".cg")
+        acc = tl.dot(p.to(DOT_DTYPE), v, acc=acc * alpha[:, None])
         m_i = m_new
 
     if not IS_MXFP4:
