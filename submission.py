@@ -26,8 +26,9 @@ import triton.language as tl
 # A program's split is cdiv(cdiv(len, num_splits), BLOCK_N) * BLOCK_N tokens. Lengths
 # come from kv_indptr inside the kernel (any lengths are right under a plan tuned for
 # others) and are clamped to the buffer, so a bad indptr cannot read out of bounds.
-# Each KV tile is dequantized once, in registers, and used for both products:
-# S = q_nope.K_nope^T + q_pe.K_pe^T and acc += P.V with V = K_nope.
+# S = q_nope.K_nope^T + q_pe.K_pe^T and acc += P.V with V = K_nope. An MXFP4 tile is
+# decoded once, in registers, and used for both products; an fp8 tile's V part is read
+# again from L2 for the second product, which measured faster (see the kernel loop).
 # With several splits, each program stores its normalized partial output and its
 # log2-sum-exp; the last program of a sequence to finish (an atomic counter per
 # sequence) combines them, so a call is one launch.
