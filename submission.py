@@ -42,13 +42,20 @@ import triton.language as tl
 #   sequences up; 2-10 us more with 4 sequences (one program merges up to 32 partials).
 #   Leaderboard-style (host included) the one launch won by 10-14 us at 4 x 1024, lost
 #   by 5-10 us at 4 x 8192 and was even within noise elsewhere: kept the one launch.
-# - Still far from the HBM roofline (12% mxfp4, 26% fp8 at 256 x 8192): register-bound
-#   (255 registers, 2 programs of 4 warps an SM, 12.5% occupancy per ncu) and
-#   latency-bound, not bandwidth-bound.
+# - fp16 operands for the fp8 kernel (see _q_to_f16) cut its device time 14-27% against
+#   bf16 (results/2026-11-29-h200-fp16-operands). Forms measured there and not kept:
+#   Q quantized to fp8 (Triton widens fp8 dots to fp16 on sm_90 anyway: within 6% of
+#   fp16's time, 9-20x its error against fp32 attention), P in fp8 (slower), and an
+#   unmasked main loop with a masked tail (9% faster at 256 x 8192, slower on small
+#   shapes, and it spills).
+# - Still far from the HBM roofline (12% mxfp4, 43% fp8 at 256 x 8192): instruction-
+#   bound (bench/sass_loop.py shows the main loop: Q re-read from shared memory each
+#   tile, V transposed byte by byte, one chain of dependent MMAs), not bandwidth-bound.
 import dataclasses
 
-# The interpreter's tl.dot returns garbage for bf16 operands (PROBLEM.md) and is exact
-# for fp32 ones; on the GPU the operands are bf16 for the tensor cores. Decided once,
+# The MXFP4 kernel's MMA operand type. The interpreter's tl.dot returns garbage for bf16
+# operands (PROBLEM.md) and is exact for fp32 ones; on the GPU the operands are bf16 for
+# the tensor cores. (The fp8 kernel uses fp16 everywhere: see _q_to_f16.) Decided once,
 # at import, because Triton decides interpret-or-compile at decoration time too.
 _TRITON_DOT_DTYPE = tl.float32 if os.environ.get("TRITON_INTERPRET") == "1" else tl.bfloat16
 
@@ -110,7 +117,7 @@ def triton_launch_candidates(kv_format: str, batch: int, max_kv_len: int, num_sm
     if kv_format not in ("mxfp4", "fp8"):
         raise ValueError(f"no Triton kernel for kv_format {kv_format!r}")
     batch, max_kv_len, num_sms = max(batch, 1), max(max_kv_len, 1), max(num_sms, 1)
-    stages = 1 if kv_format == "mxfp4" else 2
+    stages = 1 if kv_format == "mxfp4" else 3
     full = _pow2_floor(2 * num_sms // batch)
     if max_kv_len // full >= 256 or full == 1:
         splits, tiles = full, [(32, 4), (64, 8)]
@@ -163,7 +170,7 @@ def decode_tail(q, kv, scales, is_mxfp4: bool, sm_scale: float, scratch, launch)
     return (scratch.part_o, scratch.part_lse, scratch.counters,
             sm_scale * _LOG2E, q.shape[0], kv.shape[0], launch.num_splits,
             q.stride(0), q.stride(1), kv.stride(0), stride_sr, stride_sc, 16 * 512, 512,
-            is_mxfp4, launch.num_splits > 1, launch.block_n, _TRITON_DOT_DTYPE)
+            is_mxfp4, launch.num_splits > 1, launch.block_n, _TRITON_DOT_DTYPE if is_mxfp4 else tl.float16)
 
 
 def _launch_decode(per_call: tuple, tail: tuple, launch):
@@ -256,11 +263,29 @@ def _load_mxfp4_blocks(kv_ptr, sc_ptr, rows, row_ok, stride_kv, stride_sr, strid
 @triton.jit
 def _load_fp8_cols(kv_ptr, rows, row_ok, stride_kv, FIRST: tl.constexpr, COUNT: tl.constexpr,
                    DOT_DTYPE: tl.constexpr, CACHE: tl.constexpr):
-    # e4m3 -> bf16 is exact; the per-tensor scale is applied to scores and output instead.
+    # e4m3 -> fp16 (the fp8 kernel's DOT_DTYPE) is exact; the per-tensor scale is applied
+    # to scores and output instead.
     cols = FIRST + tl.arange(0, COUNT)
     k = tl.load(kv_ptr + rows.to(tl.int64)[:, None] * stride_kv + cols[None, :], mask=row_ok[:, None], other=0.0,
                 cache_modifier=CACHE)
     return k.to(DOT_DTYPE)
+
+
+@triton.jit
+def _q_to_f16(q_nope, q_pe):
+    # fp16 operands for the fp8 kernel: e4m3 -> fp16 is exact and one instruction a
+    # pair on the GPU (e4m3 -> bf16 takes several), and fp16 keeps 3 more mantissa bits
+    # of P than bf16. Q (bf16) gets fp16's range by a power-of-two scale per head that
+    # puts the head's amax in [2^14, 2^15): every bf16 value within 2^-24 of the amax
+    # stays exact. Returns the scaled Q and the scale, which multiplies the scores.
+    qn = q_nope.to(tl.float32)
+    qp = q_pe.to(tl.float32)
+    amax = tl.maximum(tl.max(tl.abs(qn), 1), tl.max(tl.abs(qp), 1))
+    amax_exponent = (amax.to(tl.int32, bitcast=True) >> 23) & 0xFF  # biased; 255 for inf/nan
+    scale_bits = tl.minimum(tl.maximum(amax_exponent - 14, 1), 241)
+    scale = (scale_bits << 23).to(tl.float32, bitcast=True)
+    inverse = ((254 - scale_bits) << 23).to(tl.float32, bitcast=True)  # exact: powers of two
+    return (qn * inverse[:, None]).to(tl.float16), (qp * inverse[:, None]).to(tl.float16), scale
 
 
 @triton.jit
@@ -314,11 +339,14 @@ def _mla_decode_kernel(
     q_row = tl.minimum(tl.maximum(tl.load(qo_indptr_ptr + b), 0), total_q - 1)
 
     q_base = q_ptr + q_row.to(tl.int64) * stride_q_tok + heads[:, None] * stride_q_head
-    q_nope = tl.load(q_base + tl.arange(0, _TL_NOPE)[None, :]).to(DOT_DTYPE)
-    q_pe = tl.load(q_base + _TL_NOPE + tl.arange(0, _TL_ROPE)[None, :]).to(DOT_DTYPE)
+    q_nope = tl.load(q_base + tl.arange(0, _TL_NOPE)[None, :])
+    q_pe = tl.load(q_base + _TL_NOPE + tl.arange(0, _TL_ROPE)[None, :])
     if IS_MXFP4:
+        q_nope, q_pe = q_nope.to(DOT_DTYPE), q_pe.to(DOT_DTYPE)
+        q_scale = tl.full([_TL_HEADS], 1.0, tl.float32)
         score_scale = qk_scale
     else:  # fp8: dequant = code * scale; the scalar scale goes on scores and output
+        q_nope, q_pe, q_scale = _q_to_f16(q_nope, q_pe)
         kv_scale = tl.load(kv_scale_ptr)
         score_scale = qk_scale * kv_scale
 
@@ -337,7 +365,8 @@ def _mla_decode_kernel(
             k_nope = _load_fp8_cols(kv_ptr, rows, row_ok, stride_kv, 0, _TL_NOPE, DOT_DTYPE, "")
             k_pe = _load_fp8_cols(kv_ptr, rows, row_ok, stride_kv, _TL_NOPE, _TL_ROPE, DOT_DTYPE, "")
         s = tl.dot(q_pe, tl.trans(k_pe), acc=tl.dot(q_nope, tl.trans(k_nope)))
-        s = tl.where(row_ok[None, :], s * score_scale, float("-inf"))  # log2 domain
+        # Two multiplies, not one by their product, which can under- or overflow.
+        s = tl.where(row_ok[None, :], s * q_scale[:, None] * score_scale, float("-inf"))  # log2 domain
         m_new = tl.maximum(m_i, tl.max(s, 1))
         alpha = tl.math.exp2(m_i - m_new)
         p = tl.math.exp2(s - m_new[:, None])

@@ -130,8 +130,10 @@ def compiled_kernel(fmt, problem_args, out, scratch, launch):
     """The same call through the internal launcher, which returns Triton's compiled
     kernel (registers and spills for the log)."""
     q, buf, scale, qo, kvi = problem_args
-    strides = (scale.stride(0), scale.stride(1)) if fmt == "mxfp4" else (0, 0)
-    return sub._launch_decode(q, buf, scale, *strides, fmt == "mxfp4", qo, kvi, SM_SCALE, out, scratch, launch)
+    if fmt == "mxfp4":
+        buf, scale = sub._mxfp4_operands(buf, scale, launch)
+    tail = sub.decode_tail(q, buf, scale, fmt == "mxfp4", SM_SCALE, scratch, launch)
+    return sub._launch_decode((q, buf, scale, qo, kvi, out), tail, launch)
 
 
 # ------------------------------------------------------------------ timing
@@ -208,7 +210,7 @@ STAGES = (1, 2, 3)
 
 
 def default_stages(fmt):
-    return 1 if fmt == "mxfp4" else 2
+    return 1 if fmt == "mxfp4" else 3
 
 
 def all_compile_configs():
