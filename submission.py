@@ -30,18 +30,21 @@ import triton.language as tl
 # decoded once, in registers, and used for both products; an fp8 tile's V part is read
 # again from L2 for the second product, which measured faster (see the kernel loop).
 # With several splits, each program stores its normalized partial output and its
-# log2-sum-exp; the last program of a sequence to finish (an atomic counter per
-# sequence) combines them, so a call is one launch.
+# log2-sum-exp, and a second kernel merges them, many programs a sequence.
 #
 # Measured on the H200 (bench/kernel_sweep.py, 2026-11-29; device time, graph replay):
 # - This form (16 heads on the MMA's M side, mma.sync) beat two others tried in the same
 #   sweep on every shape: the QK product cut into 4 batched 128-dim chunks (shorter MMA
 #   chains; 9-31% slower) and tokens on M (K.Q^T and V^T.P^T, so wgmma can apply;
 #   18-75% slower).
-# - The in-kernel combine against a second reduce kernel: equal device time from 32
-#   sequences up; 2-10 us more with 4 sequences (one program merges up to 32 partials).
-#   Leaderboard-style (host included) the one launch won by 10-14 us at 4 x 1024, lost
-#   by 5-10 us at 4 x 8192 and was even within noise elsewhere: kept the one launch.
+# - Two ways to merge splits, both kept for the autopick: a second kernel (a program
+#   per sequence, head and column block, every split's partials loaded at once), or the
+#   last program of a sequence to finish, in a loop (an atomic counter; one launch).
+#   The loop costs about 1 us a split whatever the shape, which capped the useful split
+#   count: with the kernel, 4 x 8192 runs best at 64 splits, 49 -> 22 us of device time,
+#   4 x 1024 21 -> 12 us. But the second launch costs ~5 us of host time (more right
+#   after a synchronize), which decides where the device is idle most of the call
+#   (results/2026-11-29-h200-combine-kernel).
 # - fp16 operands for the fp8 kernel (see _q_to_f16) cut its device time 14-27% against
 #   bf16 (results/2026-11-29-h200-fp16-operands). Forms measured there and not kept:
 #   Q quantized to fp8 (Triton widens fp8 dots to fp16 on sm_90 anyway: within 6% of
@@ -92,13 +95,16 @@ class TritonLaunch:
     block_n: int
     num_warps: int
     num_stages: int
+    # With several splits: merge them in the decode kernel (the last program of a
+    # sequence to finish, one launch) rather than in a second kernel (two launches).
+    combine_in_kernel: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
 class TritonScratch:
     part_o: torch.Tensor    # (batch, splits, 16, 512) fp32: each split's normalized output
     part_lse: torch.Tensor  # (batch, splits, 16) fp32: each split's log2(sum exp2(s - m)) + m
-    counters: torch.Tensor  # (batch,) int32, zero between calls: splits finished so far
+    counters: torch.Tensor  # (batch,) int32, zero between calls: splits finished (in-kernel combine)
 
 
 def _pow2_floor(n: int) -> int:
@@ -108,25 +114,26 @@ def _pow2_floor(n: int) -> int:
 def triton_launch_candidates(kv_format: str, batch: int, max_kv_len: int, num_sms: int) -> list[TritonLaunch]:
     """A short list for the autopick to time; the first is the default.
 
-    The rule the H200 sweep found best on all 8 benchmark shapes: a program of 4 warps
-    and 32-token tiles fits 2 to an SM (255 registers), so when batch * splits can reach
-    2 programs an SM with splits of >= 256 tokens, use that (fewest splits that fill
-    the SMs); otherwise (little work) use 8 warps and 64-token tiles, with about one
-    program an SM and splits of >= 128 tokens. The other candidates are the
-    neighbours: the other tile at the same splits, and half / double the splits."""
+    The rule the H200 sweep found best on all 8 benchmark shapes (bench/kernel_sweep.py):
+    as many splits as fill the SMs twice over (a 4-warp program of 32-token tiles fits 2
+    to an SM), but at least 64 tokens a split; 32-token tiles of 4 warps, or, when that
+    still leaves SMs idle, 64-token tiles of 8 warps (about one program an SM). The other
+    candidates are the neighbours: the other tile at the same splits, and half / double
+    the splits; then the first and the half-splits one again with the in-kernel combine."""
     if kv_format not in ("mxfp4", "fp8"):
         raise ValueError(f"no Triton kernel for kv_format {kv_format!r}")
     batch, max_kv_len, num_sms = max(batch, 1), max(max_kv_len, 1), max(num_sms, 1)
     stages = 1 if kv_format == "mxfp4" else 3
-    full = _pow2_floor(2 * num_sms // batch)
-    if max_kv_len // full >= 256 or full == 1:
-        splits, tiles = full, [(32, 4), (64, 8)]
-    else:
-        splits, tiles = _pow2_floor(min(triton.cdiv(num_sms, batch), 64, max(max_kv_len // 128, 1))), [(64, 8), (32, 4)]
+    splits = _pow2_floor(min(2 * num_sms // batch, 64, max(max_kv_len // 64, 1)))
+    tiles = [(32, 4), (64, 8)] if batch * splits >= num_sms else [(64, 8), (32, 4)]
     out = [TritonLaunch(splits, bn, warps, stages) for bn, warps in tiles]
     for other in (splits // 2, splits * 2):
         if 1 <= other <= 64 and other <= max(max_kv_len // 64, 1):
             out.append(TritonLaunch(other, tiles[0][0], tiles[0][1], stages))
+    # One launch instead of two saves host time, which can outweigh the slower merge
+    # where the device has little to do; the autopick's timing includes the host.
+    out += [dataclasses.replace(launch, combine_in_kernel=True) for launch in out[:1] + out[2:3]
+            if launch.num_splits > 1]
     return out
 
 
@@ -144,14 +151,14 @@ def triton_mxfp4_decode(q, kv_fp4_u8, kv_scales_u8, qo_indptr, kv_indptr, sm_sca
     """kv_fp4_u8: (total_kv, 1, 288) or (total_kv, 288) bytes; kv_scales_u8: 2D e8m0 bytes,
     trimmed (total_kv, 18) or padded, read through its strides."""
     kv, scales = _mxfp4_operands(kv_fp4_u8, kv_scales_u8, launch)
-    tail = decode_tail(q, kv, scales, True, sm_scale, scratch, launch)
-    _launch_decode((q, kv, scales, qo_indptr, kv_indptr, out), tail, launch)
+    tails = decode_tails(q, kv, scales, True, sm_scale, scratch, launch)
+    _launch_decode((q, kv, scales, qo_indptr, kv_indptr, out), tails, launch)
 
 
 def triton_fp8_decode(q, kv_fp8, kv_scale, qo_indptr, kv_indptr, sm_scale: float, out, scratch, launch) -> None:
     """kv_fp8: (total_kv, 1, 576) e4m3; kv_scale: float32 tensor of one element (read on device)."""
-    tail = decode_tail(q, kv_fp8, None, False, sm_scale, scratch, launch)
-    _launch_decode((q, kv_fp8, kv_scale, qo_indptr, kv_indptr, out), tail, launch)
+    tails = decode_tails(q, kv_fp8, None, False, sm_scale, scratch, launch)
+    _launch_decode((q, kv_fp8, kv_scale, qo_indptr, kv_indptr, out), tails, launch)
 
 
 def _mxfp4_operands(kv_fp4, kv_scales, launch):
@@ -163,44 +170,77 @@ def _mxfp4_operands(kv_fp4, kv_scales, launch):
             kv_scales if kv_scales.dtype == torch.uint8 else kv_scales.view(torch.uint8))
 
 
-def decode_tail(q, kv, scales, is_mxfp4: bool, sm_scale: float, scratch, launch) -> tuple:
-    """The kernel's arguments after its six per-call tensors (q, kv, kv scale(s), the two
-    indptrs, out): all fixed by the shapes and strides a plan is keyed on."""
+def decode_tails(q, kv, scales, is_mxfp4: bool, sm_scale: float, scratch, launch) -> tuple:
+    """The arguments after the per-call tensors, all fixed by the shapes and strides a plan
+    is keyed on: (decode kernel's, combine kernel's or None with one split)."""
     stride_sr, stride_sc = scales.stride() if is_mxfp4 else (0, 0)
-    return (scratch.part_o, scratch.part_lse, scratch.counters,
-            sm_scale * _LOG2E, q.shape[0], kv.shape[0], launch.num_splits,
-            q.stride(0), q.stride(1), kv.stride(0), stride_sr, stride_sc, 16 * 512, 512,
-            is_mxfp4, launch.num_splits > 1, launch.block_n, _TRITON_DOT_DTYPE if is_mxfp4 else tl.float16)
+    splits = launch.num_splits
+    decode = (scratch.part_o, scratch.part_lse, scratch.counters,
+              sm_scale * _LOG2E, q.shape[0], kv.shape[0], splits,
+              q.stride(0), q.stride(1), kv.stride(0), stride_sr, stride_sc, 16 * 512, 512,
+              is_mxfp4, splits > 1, launch.combine_in_kernel, launch.block_n,
+              _TRITON_DOT_DTYPE if is_mxfp4 else tl.float16)
+    if splits == 1 or launch.combine_in_kernel:
+        return decode, None
+    return decode, (scratch.part_o, scratch.part_lse, q.shape[0], splits, 16 * 512, 512,
+                    triton.next_power_of_2(splits), _combine_columns(splits))
 
 
-def _launch_decode(per_call: tuple, tail: tuple, launch):
-    """Launches through Triton's JIT (compiling on first sight); returns the compiled kernel."""
-    batch = per_call[4].shape[0] - 1
+def _combine_columns(splits: int) -> int:
+    # Output columns a combine program owns: its (splits x columns) tile of partials is at
+    # most 8192 values (64 registers a thread at 4 warps), loaded at once.
+    return max(16, min(512, 8192 // triton.next_power_of_2(splits)))
+
+
+def _launch_decode(per_call: tuple, tails: tuple, launch):
+    """Launches through Triton's JIT (compiling on first sight); returns the compiled
+    kernels (decode, combine or None)."""
+    q, _, _, qo_indptr, kv_indptr, out = per_call
+    batch = kv_indptr.shape[0] - 1
     if batch <= 0:
-        return None
-    return _mla_decode_kernel[(launch.num_splits, batch)](
-        *per_call, *tail, num_warps=launch.num_warps, num_stages=launch.num_stages)
+        return None, None
+    decode_tail, combine_tail = tails
+    decode = _mla_decode_kernel[(launch.num_splits, batch)](
+        *per_call, *decode_tail, num_warps=launch.num_warps, num_stages=launch.num_stages)
+    if combine_tail is None:
+        return decode, None
+    combine = _combine_splits_kernel[(batch, 16, 512 // combine_tail[-1])](
+        qo_indptr, out, *combine_tail, num_warps=4, num_stages=1)
+    return decode, combine
 
 
-class CompiledDecode:
-    """Replays one compiled specialization of the kernel through its launcher, skipping
-    the JIT's per-call argument binding and specialization, and passing pointers as
-    integers so the launcher neither calls data_ptr() nor asks the driver about each
-    pointer again (together most of a small shape's time on the H200's host). Valid while
-    the arguments keep what the specialization assumed: the plan key fixes shapes,
-    strides, dtypes and devices, and the per-call pointers are checked for the 16-byte
-    alignment Triton specializes on."""
+class _RawLaunch:
+    """One compiled specialization, launched through its launcher with integer pointers."""
 
-    def __init__(self, compiled, launch, batch: int, device, tail: tuple):
+    def __init__(self, compiled, grid: tuple, tail: tuple):
         compiled._init_handles()
         self.launcher = compiled.run
         self.function = compiled.function
         self.metadata = compiled.packed_metadata
-        self.grid = (launch.num_splits, batch, 1)
-        self.device_index = torch.device(device).index or 0
-        self.current_stream = triton.runtime.driver.active.get_current_stream
+        self.grid = grid
         # The scratch buffers live as long as the plan's runner: their addresses are fixed.
         self.tail = tuple(arg.data_ptr() if isinstance(arg, torch.Tensor) else arg for arg in tail)
+
+    def __call__(self, stream, *pointers) -> None:
+        self.launcher(*self.grid, stream, self.function, self.metadata, None, None, None, *pointers, *self.tail)
+
+
+class CompiledDecode:
+    """Replays the compiled kernels of a call (decode, then the split combine if any)
+    through their launchers, skipping the JIT's per-call argument binding and
+    specialization, and passing pointers as integers so the launcher neither calls
+    data_ptr() nor asks the driver about each pointer again (together most of a small
+    shape's time on the H200's host). Valid while the arguments keep what the
+    specializations assumed: the plan key fixes shapes, strides, dtypes and devices, and
+    the per-call pointers are checked for the 16-byte alignment Triton specializes on."""
+
+    def __init__(self, compiled: tuple, launch, batch: int, device, tails: tuple):
+        decode, combine = compiled
+        self.decode = _RawLaunch(decode, (launch.num_splits, batch, 1), tails[0])
+        self.combine = None if combine is None else _RawLaunch(
+            combine, (batch, 16, 512 // tails[1][-1]), tails[1])
+        self.device_index = torch.device(device).index or 0
+        self.current_stream = triton.runtime.driver.active.get_current_stream
 
     def launch(self, per_call: tuple) -> bool:
         """Launches and returns True, or returns False when only the JIT can launch."""
@@ -211,8 +251,10 @@ class CompiledDecode:
         # A profiler's launch hooks (e.g. proton) need the JIT path, which calls them.
         if misaligned or triton.knobs.runtime.launch_enter_hook.calls:
             return False
-        self.launcher(*self.grid, self.current_stream(self.device_index), self.function, self.metadata,
-                      None, None, None, *pointers, *self.tail)
+        stream = self.current_stream(self.device_index)
+        self.decode(stream, *pointers)
+        if self.combine is not None:
+            self.combine(stream, pointers[3], pointers[5])
         return True
 
 
@@ -297,10 +339,10 @@ def _store_rows(ptr, row, stride_tok, stride_head, o):
 
 
 @triton.jit
-def _combine_splits(part_o_ptr, part_lse_ptr, b, num_splits):
-    # Log-sum-exp merge of the splits' normalized outputs (log2 domain). Empty splits
-    # carry lse = -inf and weigh 0; a sequence with no tokens comes out as zeros.
-    # .cg loads bypass L1: the partials were written by other SMs during this launch.
+def _combine_splits_in_program(part_o_ptr, part_lse_ptr, b, num_splits):
+    # The same merge as _combine_splits_kernel, by one program for all heads and columns,
+    # a split at a time (about 1 us a split on the H200). .cg loads bypass L1: the
+    # partials were written by other SMs during this launch.
     heads = tl.arange(0, _TL_HEADS)
     cols = tl.arange(0, _TL_NOPE)
     lse_base = part_lse_ptr + b.to(tl.int64) * num_splits * _TL_HEADS + heads
@@ -318,13 +360,39 @@ def _combine_splits(part_o_ptr, part_lse_ptr, b, num_splits):
     return acc / tl.where(w_sum > 0, w_sum, 1.0)[:, None]
 
 
+@triton.jit(do_not_specialize=["total_q", "num_splits"])
+def _combine_splits_kernel(qo_indptr_ptr, out_ptr, part_o_ptr, part_lse_ptr, total_q, num_splits,
+                           stride_o_tok, stride_o_head, SPLITS_POW2: tl.constexpr, COLUMNS: tl.constexpr):
+    # Grid (batch, 16 heads, 512 / COLUMNS): the log-sum-exp merge (log2 domain) of one
+    # head's split outputs over COLUMNS columns. All the splits' partials are loaded at
+    # once, so a program waits for memory once, not once a split. Empty splits carry
+    # lse = -inf and weigh 0; a sequence with no tokens comes out as zeros.
+    b = tl.program_id(0)
+    head = tl.program_id(1)
+    cols = tl.program_id(2) * COLUMNS + tl.arange(0, COLUMNS)
+    split = tl.arange(0, SPLITS_POW2)
+    used = split < num_splits
+    part = b.to(tl.int64) * num_splits + split
+    lse = tl.load(part_lse_ptr + part * _TL_HEADS + head, mask=used, other=float("-inf"))
+    lse_max = tl.max(lse, 0)
+    weight = tl.math.exp2(lse - tl.where(lse_max == float("-inf"), 0.0, lse_max))
+    o = tl.load(part_o_ptr + (part * _TL_HEADS + head)[:, None] * _TL_NOPE + cols[None, :], mask=used[:, None],
+                other=0.0)
+    w_sum = tl.sum(weight, 0)
+    o = tl.sum(weight[:, None] * o, 0) / tl.where(w_sum > 0, w_sum, 1.0)
+    q_row = tl.minimum(tl.maximum(tl.load(qo_indptr_ptr + b), 0), total_q - 1)
+    tl.store(out_ptr + q_row.to(tl.int64) * stride_o_tok + head * stride_o_head + cols,
+             o.to(out_ptr.dtype.element_ty))
+
+
 @triton.jit(do_not_specialize=["total_q", "kv_rows", "num_splits"])
 def _mla_decode_kernel(
     q_ptr, kv_ptr, kv_scale_ptr, qo_indptr_ptr, kv_indptr_ptr, out_ptr,
     part_o_ptr, part_lse_ptr, counters_ptr,
     qk_scale, total_q, kv_rows, num_splits,
     stride_q_tok, stride_q_head, stride_kv, stride_sr, stride_sc, stride_o_tok, stride_o_head,
-    IS_MXFP4: tl.constexpr, SPLIT: tl.constexpr, BLOCK_N: tl.constexpr, DOT_DTYPE: tl.constexpr,
+    IS_MXFP4: tl.constexpr, SPLIT: tl.constexpr, COMBINE_IN_KERNEL: tl.constexpr, BLOCK_N: tl.constexpr,
+    DOT_DTYPE: tl.constexpr,
 ):
     split = tl.program_id(0)
     b = tl.program_id(1)
@@ -389,15 +457,17 @@ def _mla_decode_kernel(
         lse = tl.where(l_i > 0, m_i + tl.math.log2(l_i), float("-inf"))
         tl.store(part_lse_ptr + part * _TL_HEADS + heads, lse)
         _store_rows(part_o_ptr, part, _TL_HEADS * _TL_NOPE, _TL_NOPE, o)
-        # Release this program's partials (the barrier orders every thread's stores
-        # before the one thread's gpu-scope release), count it, and let the last split
-        # of the sequence to arrive (acquire) combine and reset the counter.
-        tl.debug_barrier()
-        done = tl.atomic_add(counters_ptr + b, 1, sem="acq_rel", scope="gpu")
-        if done == num_splits - 1:
-            o = _combine_splits(part_o_ptr, part_lse_ptr, b, num_splits)
-            _store_rows(out_ptr, q_row, stride_o_tok, stride_o_head, o)
-            tl.store(counters_ptr + b, 0)
+        if COMBINE_IN_KERNEL:
+            # Release this program's partials (the barrier orders every thread's stores
+            # before the one thread's gpu-scope release), count it, and let the last split
+            # of the sequence to arrive (acquire) combine and reset the counter. Otherwise
+            # _combine_splits_kernel, launched next on the same stream, merges them.
+            tl.debug_barrier()
+            done = tl.atomic_add(counters_ptr + b, 1, sem="acq_rel", scope="gpu")
+            if done == num_splits - 1:
+                o = _combine_splits_in_program(part_o_ptr, part_lse_ptr, b, num_splits)
+                _store_rows(out_ptr, q_row, stride_o_tok, stride_o_head, o)
+                tl.store(counters_ptr + b, 0)
     else:
         _store_rows(out_ptr, q_row, stride_o_tok, stride_o_head, o)
 # ==== end Triton kernels ====
@@ -676,10 +746,11 @@ class TritonRunner:
         self.batch = shape.batch
         self.needs_contiguous_q = not shape.q_contiguous
         self.scratch = make_triton_scratch(shape.batch, launch, shape.device)
-        self.tail = None      # the kernel's plan-constant arguments, from the first call
+        self.tails = None     # the kernels' plan-constant arguments, from the first call
         self.compiled = None  # CompiledDecode once Triton has compiled the kernel (GPU only)
+        combine = ",combine=in_kernel" if launch.combine_in_kernel and launch.num_splits > 1 else ""
         self.label = (f"triton_{kv_format}[splits={launch.num_splits},block_n={launch.block_n},"
-                      f"warps={launch.num_warps},stages={launch.num_stages}]")
+                      f"warps={launch.num_warps},stages={launch.num_stages}{combine}]")
 
     def __call__(self, q, kv_data, qo_indptr, kv_indptr):
         if self.needs_contiguous_q:
@@ -697,12 +768,12 @@ class TritonRunner:
 
     def _launch_through_jit(self, per_call) -> None:
         q, kv, kv_scale = per_call[:3]
-        if self.tail is None:
-            self.tail = decode_tail(q, kv, kv_scale, self.kv_format == "mxfp4", self.sm_scale, self.scratch,
-                                    self.launch)
-        compiled = _launch_decode(per_call, self.tail, self.launch)
-        if self.compiled is None and q.device.type == "cuda" and hasattr(compiled, "_init_handles"):
-            self.compiled = CompiledDecode(compiled, self.launch, self.batch, q.device, self.tail)
+        if self.tails is None:
+            self.tails = decode_tails(q, kv, kv_scale, self.kv_format == "mxfp4", self.sm_scale, self.scratch,
+                                      self.launch)
+        compiled = _launch_decode(per_call, self.tails, self.launch)
+        if self.compiled is None and q.device.type == "cuda" and hasattr(compiled[0], "_init_handles"):
+            self.compiled = CompiledDecode(compiled, self.launch, self.batch, q.device, self.tails)
 
 
 def _runs_triton_here(device: torch.device) -> bool:

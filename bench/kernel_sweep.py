@@ -9,10 +9,11 @@ Per benchmark shape and format it
   1. quantizes unit-variance bf16 KV (fp8 per tensor; MXFP4 with the scale rule of
      PROBLEM.md and round-to-nearest codes) and checks each config against fp32
      attention on the same dequantized data (max abs error, output poisoned first, and
-     again after the timed calls, which proves the split counters were reset);
+     again after the timed calls);
   2. times device time per call: the launcher replayed from a CUDA graph, rotating over
      enough copies of the inputs that they do not fit the 60 MB L2;
-  3. sweeps splits at two tiles, then more tiles and stages at the best splits;
+  3. sweeps splits at two tiles, then more tiles and stages at the best splits, then the
+     best with the in-kernel split combine (one launch);
   4. times the best config and the launcher's default (triton_launch_candidates()[0])
      leaderboard-style (CUDA events around the Python call, L2 flushed first), beside
      one trivial Triton launch timed the same way.
@@ -24,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import concurrent.futures
+import dataclasses
 import json
 import math
 import multiprocessing
@@ -132,8 +134,8 @@ def compiled_kernel(fmt, problem_args, out, scratch, launch):
     q, buf, scale, qo, kvi = problem_args
     if fmt == "mxfp4":
         buf, scale = sub._mxfp4_operands(buf, scale, launch)
-    tail = sub.decode_tail(q, buf, scale, fmt == "mxfp4", SM_SCALE, scratch, launch)
-    return sub._launch_decode((q, buf, scale, qo, kvi, out), tail, launch)
+    tails = sub.decode_tails(q, buf, scale, fmt == "mxfp4", SM_SCALE, scratch, launch)
+    return sub._launch_decode((q, buf, scale, qo, kvi, out), tails, launch)[0]
 
 
 # ------------------------------------------------------------------ timing
@@ -215,8 +217,9 @@ def default_stages(fmt):
 
 def all_compile_configs():
     """Every (format, launch) the sweep is likely to run, for the parallel precompile."""
-    return [(fmt, TritonLaunch(splits, bn, warps, stages))
-            for fmt in FORMATS for bn, warps in BASE_TILES + EXTRA_TILES for stages in STAGES for splits in (1, 2)]
+    return [(fmt, TritonLaunch(splits, bn, warps, stages, in_kernel))
+            for fmt in FORMATS for bn, warps in BASE_TILES + EXTRA_TILES for stages in STAGES
+            for splits, in_kernel in ((1, False), (2, False), (2, True))]
 
 
 def _precompile_one(job):
@@ -257,12 +260,12 @@ def run_config(problem, fmt, launch, device, timed=True):
 
     row = {"format": fmt, "batch": problem.batch, "kv_len": problem.length,
            "num_splits": launch.num_splits, "block_n": launch.block_n, "num_warps": launch.num_warps,
-           "num_stages": launch.num_stages}
+           "num_stages": launch.num_stages, "combine_in_kernel": launch.combine_in_kernel}
     try:
         err = error()
         if timed:
             us = device_time_us(call, len(copies), device)
-            err = max(err, error())  # again after many calls: the counters were reset each time
+            err = max(err, error())  # again after many calls
             row.update(device_us=us, gbps=problem.bytes[fmt] / us / 1e3,
                        roofline_pct=100 * problem.bytes[fmt] / ROOFLINE_BPS / (us * 1e-6))
             if device.type == "cuda":
@@ -289,6 +292,11 @@ def leaderboard_row(problem, fmt, launch, device):
         return float("inf")
 
 
+def launch_of(row):
+    return TritonLaunch(row["num_splits"], row["block_n"], row["num_warps"], row["num_stages"],
+                        row["combine_in_kernel"])
+
+
 def sweep_shape(problem, fmt, device, smoke, log):
     rows = []
     best = None
@@ -312,10 +320,11 @@ def sweep_shape(problem, fmt, device, smoke, log):
     for other in STAGES:
         if other != best["num_stages"]:
             run(TritonLaunch(splits, best["block_n"], best["num_warps"], other))
-    best_launch = TritonLaunch(best["num_splits"], best["block_n"], best["num_warps"], best["num_stages"])
+    if best["num_splits"] > 1:  # the one-launch form of the best (device time favours the two-launch form)
+        run(dataclasses.replace(launch_of(best), combine_in_kernel=True))
+    best_launch = launch_of(best)
     default = sub.triton_launch_candidates(fmt, problem.batch, problem.length, 132)[0]
-    default_row = next((r for r in rows if "error" not in r and TritonLaunch(
-        r["num_splits"], r["block_n"], r["num_warps"], r["num_stages"]) == default), None) or run_config(
+    default_row = next((r for r in rows if "error" not in r and launch_of(r) == default), None) or run_config(
         problem, fmt, default, device)
     default_row = dict(default_row, leaderboard_us=leaderboard_row(problem, fmt, default, device))
     best = dict(best, leaderboard_us=leaderboard_row(problem, fmt, best_launch, device))
@@ -375,7 +384,7 @@ def profile_best(path):
     for summary in results["summary"]:
         if (summary["batch"], summary["kv_len"]) == (batch, length):
             b = summary["best"]
-            launch = TritonLaunch(b["num_splits"], b["block_n"], b["num_warps"], b["num_stages"])
+            launch = launch_of(b)
             row = run_config(problem, summary["format"], launch, torch.device("cuda"), timed=False)
             print("profiled", json.dumps(row), flush=True)
 
@@ -388,7 +397,7 @@ def print_table(results):
           f"{'default':>14} {'dev us':>8} {'lb us':>7}")
 
     def cfg(r):
-        return f"{r['num_splits']},{r['block_n']},{r['num_warps']},{r['num_stages']}"
+        return f"{r['num_splits']},{r['block_n']},{r['num_warps']},{r['num_stages']}{',ik' if r['combine_in_kernel'] else ''}"
 
     for s in results["summary"]:
         b, d = s["best"], s["default"]

@@ -38,7 +38,8 @@ def compile_kernel(kv_format: str, launch: sub.TritonLaunch):
     types = dict(POINTERS, kv_ptr="*u8" if is_mxfp4 else "*fp8e4nv", qk_scale="fp32")
     if is_mxfp4:
         types["kv_scale_ptr"] = "*u8"
-    constants = {"IS_MXFP4": is_mxfp4, "SPLIT": launch.num_splits > 1, "BLOCK_N": launch.block_n,
+    constants = {"IS_MXFP4": is_mxfp4, "SPLIT": launch.num_splits > 1,
+                 "COMBINE_IN_KERNEL": launch.combine_in_kernel, "BLOCK_N": launch.block_n,
                  "DOT_DTYPE": tl.bfloat16 if is_mxfp4 else tl.float16}
     signature = {n: "constexpr" if n in constants else types.get(n, "i32") for n in names}
     aligned = [n for n in names if n in POINTERS or n == "kv_ptr"
