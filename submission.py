@@ -30,7 +30,8 @@ import triton.language as tl
 # decoded once, in registers, and used for both products; an fp8 tile's V part is read
 # again from L2 for the second product, which measured faster (see the kernel loop).
 # With several splits, each program stores its normalized partial output and its
-# log2-sum-exp, and a second kernel merges them, many programs a sequence.
+# log2-sum-exp; they are merged either by a second kernel (many programs a sequence) or
+# by the last program of the sequence to finish (one launch): see below.
 #
 # Measured on the H200 (bench/kernel_sweep.py, 2026-11-29; device time, graph replay):
 # - This form (16 heads on the MMA's M side, mma.sync) beat two others tried in the same
@@ -50,7 +51,8 @@ import triton.language as tl
 #   Q quantized to fp8 (Triton widens fp8 dots to fp16 on sm_90 anyway: within 6% of
 #   fp16's time, 9-20x its error against fp32 attention), P in fp8 (slower), and an
 #   unmasked main loop with a masked tail (9% faster at 256 x 8192, slower on small
-#   shapes, and it spills).
+#   shapes, and it spills). Capping registers (maxnreg 168 or 128, for 3 or 4 programs
+#   an SM) spills and runs 1.3-2.8x slower.
 # - Still far from the HBM roofline (12% mxfp4, 43% fp8 at 256 x 8192): instruction-
 #   bound (bench/sass_loop.py shows the main loop: Q re-read from shared memory each
 #   tile, V transposed byte by byte, one chain of dependent MMAs), not bandwidth-bound.
