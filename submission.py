@@ -176,6 +176,9 @@ def decode_tails(q, kv, scales, is_mxfp4: bool, sm_scale: float, scratch, launch
     """The arguments after the per-call tensors, all fixed by the shapes and strides a plan
     is keyed on: (decode kernel's, combine kernel's or None with one split)."""
     stride_sr, stride_sc = scales.stride() if is_mxfp4 else (0, 0)
+    if kv.stride(0) * launch.block_n >= 2 ** 31:
+        raise ValueError(f"KV row stride {kv.stride(0)} too large for {launch.block_n}-row tiles "
+                         "(the fp8 kernel's in-tile offsets are 32-bit)")
     splits = launch.num_splits
     decode = (scratch.part_o, scratch.part_lse, scratch.counters,
               sm_scale * _LOG2E, q.shape[0], kv.shape[0], splits,
@@ -305,14 +308,21 @@ def _load_mxfp4_blocks(kv_ptr, sc_ptr, rows, row_ok, stride_kv, stride_sr, strid
 
 
 @triton.jit
-def _load_fp8_cols(kv_ptr, rows, row_ok, stride_kv, FIRST: tl.constexpr, COUNT: tl.constexpr,
-                   DOT_DTYPE: tl.constexpr, CACHE: tl.constexpr):
+def _fp8_tile_rows(kv_ptr, start, hi, stride_kv, BLOCK_N: tl.constexpr):
+    # Pointers to the rows of the tile at `start`. Rows at or past `hi` repeat row hi - 1
+    # instead of being masked: the loads need no predicates (12% fewer instructions in the
+    # main loop, bench/sass_loop.py), and the kernel sets those rows' scores to -inf.
+    # Offsets within the tile are int32: decode_tails checks BLOCK_N rows fit.
+    rows = tl.minimum(tl.arange(0, BLOCK_N), hi - 1 - start)
+    return kv_ptr + tl.cast(start, tl.int64) * stride_kv + (rows * stride_kv)[:, None]
+
+
+@triton.jit
+def _load_fp8_cols(tile_rows, FIRST: tl.constexpr, COUNT: tl.constexpr, DOT_DTYPE: tl.constexpr,
+                   CACHE: tl.constexpr):
     # e4m3 -> fp16 (the fp8 kernel's DOT_DTYPE) is exact; the per-tensor scale is applied
     # to scores and output instead.
-    cols = FIRST + tl.arange(0, COUNT)
-    k = tl.load(kv_ptr + rows.to(tl.int64)[:, None] * stride_kv + cols[None, :], mask=row_ok[:, None], other=0.0,
-                cache_modifier=CACHE)
-    return k.to(DOT_DTYPE)
+    return tl.load(tile_rows + FIRST + tl.arange(0, COUNT)[None, :], cache_modifier=CACHE).to(DOT_DTYPE)
 
 
 @triton.jit
@@ -432,8 +442,9 @@ def _mla_decode_kernel(
             k_pe = _load_mxfp4_blocks(kv_ptr, kv_scale_ptr, rows, row_ok, stride_kv, stride_sr, stride_sc,
                                       16, 2, BLOCK_N, DOT_DTYPE, "")
         else:
-            k_nope = _load_fp8_cols(kv_ptr, rows, row_ok, stride_kv, 0, _TL_NOPE, DOT_DTYPE, "")
-            k_pe = _load_fp8_cols(kv_ptr, rows, row_ok, stride_kv, _TL_NOPE, _TL_ROPE, DOT_DTYPE, "")
+            tile_rows = _fp8_tile_rows(kv_ptr, start, hi, stride_kv, BLOCK_N)
+            k_nope = _load_fp8_cols(tile_rows, 0, _TL_NOPE, DOT_DTYPE, "")
+            k_pe = _load_fp8_cols(tile_rows, _TL_NOPE, _TL_ROPE, DOT_DTYPE, "")
         s = tl.dot(q_pe, tl.trans(k_pe), acc=tl.dot(q_nope, tl.trans(k_nope)))
         # Two multiplies, not one by their product, which can under- or overflow.
         s = tl.where(row_ok[None, :], s * q_scale[:, None] * score_scale, float("-inf"))  # log2 domain
@@ -447,7 +458,7 @@ def _mla_decode_kernel(
             # Read V again (L2, not HBM) rather than reuse k_nope: a load that feeds one
             # product keeps its own operand layout and frees registers; measured 5-20%
             # faster on the H200 for fp8 (and 16-21% slower for MXFP4, which re-decodes).
-            v = _load_fp8_cols(kv_ptr, rows, row_ok, stride_kv, 0, _TL_NOPE, DOT_DTYPE, ".cg")
+            v = _load_fp8_cols(tile_rows, 0, _TL_NOPE, DOT_DTYPE, ".cg")
         acc = tl.dot(p.to(DOT_DTYPE), v, acc=acc * alpha[:, None])
         m_i = m_new
 
