@@ -53,7 +53,10 @@ import triton.language as tl
 #   unmasked main loop with a masked tail (9% faster at 256 x 8192, slower on small
 #   shapes, and it spills). Capping registers (maxnreg 168 or 128, for 3 or 4 programs
 #   an SM) spills and runs 1.3-2.8x slower.
-# - Still far from the HBM roofline (12% mxfp4, 43% fp8 at 256 x 8192): instruction-
+# - fp8 tile rows past a split's end repeat its last row (scores -inf) instead of masked
+#   loads: 12% fewer instructions in the main loop, 2-9% less device time on the large
+#   shapes (results/2026-11-29-h200-unmasked-tiles).
+# - Still far from the HBM roofline (12% mxfp4, 47% fp8 at 256 x 8192): instruction-
 #   bound (bench/sass_loop.py shows the main loop: Q re-read from shared memory each
 #   tile, V transposed byte by byte, one chain of dependent MMAs), not bandwidth-bound.
 import dataclasses
