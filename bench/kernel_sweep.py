@@ -18,8 +18,9 @@ Per benchmark shape and format it
      leaderboard-style (CUDA events around the Python call, L2 flushed first), beside
      one trivial Triton launch timed the same way.
 bytes = KV bytes the format must read (MXFP4: 288 + 18 scale bytes a row; fp8: 576).
-The 2026-11-29 H200 runs of this script (with two more MMA forms and a two-kernel
-combine, since removed) chose the kernel's form and combine; see submission.py.
+The first 2026-11-29 H200 runs of this script (with two more MMA forms, since removed)
+chose the kernel's form; the latest (results/2026-11-29-h200-combine-kernel) chose the
+launch rule of triton_launch_candidates. See submission.py.
 """
 from __future__ import annotations
 
