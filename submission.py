@@ -124,7 +124,8 @@ def triton_launch_candidates(kv_format: str, batch: int, max_kv_len: int, num_sm
     to an SM), but at least 64 tokens a split; 32-token tiles of 4 warps, or, when that
     still leaves SMs idle, 64-token tiles of 8 warps (about one program an SM). The other
     candidates are the neighbours: the other tile at the same splits, and half / double
-    the splits; then the first and the half-splits one again with the in-kernel combine."""
+    the splits; then, where they split, the first and the first neighbour (half the
+    splits, or double where half is not allowed) again with the in-kernel combine."""
     if kv_format not in ("mxfp4", "fp8"):
         raise ValueError(f"no Triton kernel for kv_format {kv_format!r}")
     batch, max_kv_len, num_sms = max(batch, 1), max(max_kv_len, 1), max(num_sms, 1)
