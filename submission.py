@@ -180,7 +180,7 @@ def decode_tails(q, kv, scales, is_mxfp4: bool, sm_scale: float, scratch, launch
     """The arguments after the per-call tensors, all fixed by the shapes and strides a plan
     is keyed on: (decode kernel's, combine kernel's or None with one split)."""
     stride_sr, stride_sc = scales.stride() if is_mxfp4 else (0, 0)
-    if kv.stride(0) * launch.block_n >= 2 ** 31:
+    if not is_mxfp4 and kv.stride(0) * launch.block_n >= 2 ** 31:
         raise ValueError(f"KV row stride {kv.stride(0)} too large for {launch.block_n}-row tiles "
                          "(the fp8 kernel's in-tile offsets are 32-bit)")
     splits = launch.num_splits
@@ -201,6 +201,10 @@ def _combine_columns(splits: int) -> int:
     return max(16, min(512, 8192 // triton.next_power_of_2(splits)))
 
 
+def _combine_grid(batch: int, splits: int) -> tuple:
+    return batch, 16, 512 // _combine_columns(splits)
+
+
 def _launch_decode(per_call: tuple, tails: tuple, launch):
     """Launches through Triton's JIT (compiling on first sight); returns the compiled
     kernels (decode, combine or None)."""
@@ -213,7 +217,7 @@ def _launch_decode(per_call: tuple, tails: tuple, launch):
         *per_call, *decode_tail, num_warps=launch.num_warps, num_stages=launch.num_stages)
     if combine_tail is None:
         return decode, None
-    combine = _combine_splits_kernel[(batch, 16, 512 // combine_tail[-1])](
+    combine = _combine_splits_kernel[_combine_grid(batch, launch.num_splits)](
         qo_indptr, out, *combine_tail, num_warps=4, num_stages=1)
     return decode, combine
 
@@ -247,7 +251,7 @@ class CompiledDecode:
         decode, combine = compiled
         self.decode = _RawLaunch(decode, (launch.num_splits, batch, 1), tails[0])
         self.combine = None if combine is None else _RawLaunch(
-            combine, (batch, 16, 512 // tails[1][-1]), tails[1])
+            combine, _combine_grid(batch, launch.num_splits), tails[1])
         self.device_index = torch.device(device).index or 0
         self.current_stream = triton.runtime.driver.active.get_current_stream
 

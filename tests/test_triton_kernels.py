@@ -280,7 +280,8 @@ def test_bad_indptr_is_clamped_to_the_buffer():
 
 def test_kv_row_stride_too_large_for_32_bit_tile_offsets():
     """The fp8 kernel's offsets within a tile are 32-bit: a launch whose tile would span
-    2^31 elements is refused before anything runs (meta tensors: no memory needed)."""
+    2^31 elements is refused before anything runs (meta tensors: no memory needed); the
+    MXFP4 kernel's are 64-bit and take it."""
     q = torch.empty((1, 16, 576), dtype=torch.bfloat16, device="meta")
     scratch = sub.make_triton_scratch(1, L(1, 32, 4, 3), "meta")
     wide = torch.empty((2, 1, 576), dtype=torch.float8_e4m3fn, device="meta").as_strided((2, 1, 576), (2 ** 26, 576, 1))
@@ -288,6 +289,10 @@ def test_kv_row_stride_too_large_for_32_bit_tile_offsets():
         sub.decode_tails(q, wide, None, False, SM_SCALE, scratch, L(1, 32, 4, 3))
     narrow = wide.as_strided((2, 1, 576), (2 ** 26 - 1, 576, 1))
     assert sub.decode_tails(q, narrow, None, False, SM_SCALE, scratch, L(1, 32, 4, 3))[1] is None
+    # the MXFP4 kernel's row offsets are 64-bit: the same stride is served
+    wide_fp4 = torch.empty((2, 1, 288), dtype=torch.uint8, device="meta").as_strided((2, 1, 288), (2 ** 26, 288, 1))
+    scales = torch.empty((2, 18), dtype=torch.uint8, device="meta")
+    assert sub.decode_tails(q, wide_fp4, scales, True, SM_SCALE, scratch, L(1, 32, 4, 3))[1] is None
 
 
 def test_mxfp4_rejects_block_n_16():
