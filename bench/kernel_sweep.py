@@ -6,8 +6,8 @@ Smoke: python bench/kernel_sweep.py --smoke          (CPU, Triton interpreter, t
 ncu:   ncu --clock-control none -k regex:_mla_decode python bench/kernel_sweep.py --profile-best DIR/kernel_sweep.json
 
 Per benchmark shape and format it
-  1. quantizes unit-variance bf16 KV (fp8 per tensor; MXFP4 with the scale rule of
-     PROBLEM.md and round-to-nearest codes) and checks each config against fp32
+  1. quantizes unit-variance bf16 KV with reference.py's quantizers (fp8 per tensor;
+     MXFP4 by aiter's current rule) and checks each config against fp32
      attention on the same dequantized data (max abs error, output poisoned first, and
      again after the timed calls);
   2. times device time per call: the launcher replayed from a CUDA graph, rotating over
@@ -45,49 +45,22 @@ import triton.language as tl  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+import reference  # noqa: E402
+import report  # noqa: E402
 import submission as sub  # noqa: E402
+from report import BENCHMARK_SHAPES  # noqa: E402
 from submission import TritonLaunch  # noqa: E402
 
 HEADS, DIM, NOPE = 16, 576, 512
 SM_SCALE = DIM ** -0.5
 ROOFLINE_BPS = 3.96e12
 L2_BYTES = 60 << 20
-BENCHMARK_SHAPES = [(4, 1024), (4, 8192), (32, 1024), (32, 8192),
-                    (64, 1024), (64, 8192), (256, 1024), (256, 8192)]
 SMOKE_SHAPES = [(2, 40), (3, 70)]
 FORMATS = ("mxfp4", "fp8")
-E2M1 = [0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0]
 
 
 # ------------------------------------------------------------------ inputs and reference
-def quantize_fp8(kv):
-    scale = (kv.abs().amax().float() / 448.0).reshape(1)
-    return (kv.float() / scale).clamp(-448, 448).to(torch.float8_e4m3fn), scale
-
-
-def quantize_mxfp4(kv):
-    """(rows, 576) -> bytes (rows, 1, 288), e8m0 scales (rows, 18) uint8."""
-    rows = kv.shape[0]
-    blocks = kv.float().reshape(rows, 18, 32)
-    amax_bits = blocks.abs().amax(-1).view(torch.int32)
-    exponent = ((((amax_bits + 0x200000) >> 23) & 0xFF) - 127 - 2).clamp(-127, 127)
-    scaled = blocks * torch.exp2(-exponent.float())[..., None]
-    mids = torch.tensor([0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5.0], device=kv.device)
-    codes = torch.bucketize(scaled.abs(), mids).to(torch.uint8) | ((scaled < 0).to(torch.uint8) << 3)
-    codes = codes.reshape(rows, 288, 2)
-    packed = codes[..., 0] | (codes[..., 1] << 4)
-    return packed.reshape(rows, 1, 288), (exponent + 127).to(torch.uint8)
-
-
-def dequant_mxfp4(packed, scales):
-    rows = packed.shape[0]
-    b = packed.reshape(rows, 288).long()
-    codes = torch.stack([b & 15, b >> 4], -1).reshape(rows, DIM)
-    lut = torch.tensor(E2M1, device=packed.device)
-    values = lut[codes & 7] * (1 - 2 * (codes >> 3)).float()
-    return values * torch.repeat_interleave(torch.exp2(scales.float() - 127), 32, dim=1)
-
-
 def attention_fp32(q, kv, batch, length):
     k = kv.reshape(batch, length, DIM).float()
     p = torch.softmax(torch.bmm(q.float(), k.transpose(1, 2)) * SM_SCALE, dim=-1)
@@ -108,12 +81,13 @@ class Problem:
         for i in range(copies):
             q = torch.randn(batch, HEADS, DIM, generator=gen, device=device).bfloat16()
             kv = torch.randn(rows, DIM, generator=gen, device=device).bfloat16()
-            fp4, scales = quantize_mxfp4(kv)
-            fp8, fp8_scale = quantize_fp8(kv.reshape(rows, 1, DIM))
+            fp4, scales = reference.quantize_mxfp4(kv.reshape(rows, 1, DIM))
+            fp8, fp8_scale = reference.quantize_fp8(kv.reshape(rows, 1, DIM))
             self.copies["mxfp4"].append((q, fp4, scales))
             self.copies["fp8"].append((q, fp8, fp8_scale))
             if i == 0:
-                self.ref["mxfp4"] = attention_fp32(q, dequant_mxfp4(fp4, scales), batch, length)
+                mxfp4 = reference.dequantize_mxfp4(fp4, scales, (rows, 1, DIM), torch.float32)
+                self.ref["mxfp4"] = attention_fp32(q, mxfp4, batch, length)
                 self.ref["fp8"] = attention_fp32(q, fp8.reshape(rows, DIM).float() * fp8_scale, batch, length)
             del kv
         self.bytes = {"mxfp4": rows * (288 + 18), "fp8": rows * DIM}
@@ -174,17 +148,7 @@ def leaderboard_time_us(fn, device, runs=40):
     if device.type != "cuda":
         return device_time_us(lambda i: fn(), 1, device)
     flush = torch.empty(256 << 20, dtype=torch.uint8, device=device)
-    samples = []
-    for _ in range(runs + 3):
-        flush.zero_()
-        torch.cuda.synchronize()
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
-        torch.cuda.synchronize()
-        samples.append(start.elapsed_time(end) * 1e3)
-    return statistics.mean(samples[3:])
+    return statistics.mean(report.leaderboard_style_us(fn, flush, runs + 3)[3:])
 
 
 @triton.jit
@@ -193,11 +157,7 @@ def _trivial_kernel(x_ptr):
 
 
 def measure_read_bandwidth(device):
-    if device.type != "cuda":
-        return float("nan")
-    x = torch.ones(1 << 30, dtype=torch.bfloat16, device=device)
-    x.sum()
-    return x.numel() * 2 / (device_time_us(lambda i: x.sum(), 1, device) * 1e-6)
+    return report.measure_read_bandwidth(gib=2.0) if device.type == "cuda" else float("nan")
 
 
 # ------------------------------------------------------------------ configs
