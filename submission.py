@@ -188,7 +188,7 @@ def decode_tails(q, kv, scales, is_mxfp4: bool, sm_scale: float, scratch, launch
               sm_scale * _LOG2E, q.shape[0], kv.shape[0], splits,
               q.stride(0), q.stride(1), kv.stride(0), stride_sr, stride_sc, 16 * 512, 512,
               is_mxfp4, splits > 1, launch.combine_in_kernel, launch.block_n,
-              _TRITON_DOT_DTYPE if is_mxfp4 else tl.float16)
+              _TRITON_DOT_DTYPE)
     if splits == 1 or launch.combine_in_kernel:
         return decode, None
     return decode, (scratch.part_o, scratch.part_lse, q.shape[0], splits, 16 * 512, 512,
@@ -312,6 +312,9 @@ def _load_mxfp4_blocks(kv_ptr, sc_ptr, rows, row_ok, stride_kv, stride_sr, strid
     s = tl.load(sc_ptr + rows.to(tl.int64)[:, None] * stride_sr + blk[None, :] * stride_sc,
                 mask=row_ok[:, None], other=0, cache_modifier=CACHE)
     even, odd = _e2m1_pair_to_f32(x, _e8m0_to_f32(s)[:, :, None])
+    # Interleaved back into column order. (Leaving them apart, with Q's columns and the
+    # output split the same way, spilled and ran 20-25% slower on the H200:
+    # results/2026-11-30-h200/probe/mxfp4_even_odd.json.)
     return tl.join(even.to(DOT_DTYPE), odd.to(DOT_DTYPE)).reshape(BLOCK_N, COUNT * 32)
 
 
@@ -326,11 +329,10 @@ def _fp8_tile_rows(kv_ptr, start, hi, stride_kv, BLOCK_N: tl.constexpr):
 
 
 @triton.jit
-def _load_fp8_cols(tile_rows, FIRST: tl.constexpr, COUNT: tl.constexpr, DOT_DTYPE: tl.constexpr,
-                   CACHE: tl.constexpr):
-    # e4m3 -> fp16 (the fp8 kernel's DOT_DTYPE) is exact; the per-tensor scale is applied
-    # to scores and output instead.
-    return tl.load(tile_rows + FIRST + tl.arange(0, COUNT)[None, :], cache_modifier=CACHE).to(DOT_DTYPE)
+def _load_fp8_cols(tile_rows, FIRST: tl.constexpr, COUNT: tl.constexpr, CACHE: tl.constexpr):
+    # e4m3 -> fp16 (the fp8 kernel's MMA operand type) is exact; the per-tensor scale is
+    # applied to scores and output instead.
+    return tl.load(tile_rows + FIRST + tl.arange(0, COUNT)[None, :], cache_modifier=CACHE).to(tl.float16)
 
 
 @triton.jit
@@ -405,6 +407,67 @@ def _combine_splits_kernel(qo_indptr_ptr, out_ptr, part_o_ptr, part_lse_ptr, tot
              o.to(out_ptr.dtype.element_ty))
 
 
+@triton.jit
+def _online_softmax_step(s, m_i, l_i):
+    # s: this tile's scores (log2 domain, -inf where masked). Returns the tile's
+    # probabilities, the factor that rescales what was accumulated, and the new state.
+    m_new = tl.maximum(m_i, tl.max(s, 1))
+    alpha = tl.math.exp2(m_i - m_new)
+    p = tl.math.exp2(s - m_new[:, None])
+    return p, alpha, m_new, l_i * alpha + tl.sum(p, 1)
+
+
+@triton.jit
+def _attend_fp8(q_nope, q_pe, kv_ptr, kv_scale_ptr, lo, hi, qk_scale, stride_kv, BLOCK_N: tl.constexpr):
+    # Unnormalized attention of the 16 heads over rows lo..hi-1: (acc, running max, sum).
+    # fp8: dequant = code * scale; the scalar scale goes on the scores and the output.
+    q_nope, q_pe, q_scale = _q_to_f16(q_nope, q_pe)
+    kv_scale = tl.load(kv_scale_ptr)
+    score_scale = qk_scale * kv_scale
+    m_i = tl.full([_TL_HEADS], float("-inf"), tl.float32)
+    l_i = tl.zeros([_TL_HEADS], tl.float32)
+    acc = tl.zeros([_TL_HEADS, _TL_NOPE], tl.float32)
+    for start in range(lo, hi, BLOCK_N):
+        row_ok = start + tl.arange(0, BLOCK_N) < hi
+        tile_rows = _fp8_tile_rows(kv_ptr, start, hi, stride_kv, BLOCK_N)
+        k_nope = _load_fp8_cols(tile_rows, 0, _TL_NOPE, "")
+        k_pe = _load_fp8_cols(tile_rows, _TL_NOPE, _TL_ROPE, "")
+        s = tl.dot(q_pe, tl.trans(k_pe), acc=tl.dot(q_nope, tl.trans(k_nope)))
+        # Two multiplies, not one by their product, which can under- or overflow.
+        s = tl.where(row_ok[None, :], s * q_scale[:, None] * score_scale, float("-inf"))  # log2 domain
+        p, alpha, m_i, l_i = _online_softmax_step(s, m_i, l_i)
+        # Read V again (L2, not HBM) rather than reuse k_nope: a load that feeds one
+        # product keeps its own operand layout and frees registers; measured 5-20%
+        # faster on the H200.
+        v = _load_fp8_cols(tile_rows, 0, _TL_NOPE, ".cg")
+        acc = tl.dot(p.to(tl.float16), v, acc=acc * alpha[:, None])
+    return acc * kv_scale, m_i, l_i
+
+
+@triton.jit
+def _attend_mxfp4(q_nope, q_pe, kv_ptr, sc_ptr, lo, hi, qk_scale, stride_kv, stride_sr, stride_sc,
+                  BLOCK_N: tl.constexpr, DOT_DTYPE: tl.constexpr):
+    # As _attend_fp8, over MXFP4 rows decoded in registers (masked loads past hi).
+    q_nope, q_pe = q_nope.to(DOT_DTYPE), q_pe.to(DOT_DTYPE)
+    m_i = tl.full([_TL_HEADS], float("-inf"), tl.float32)
+    l_i = tl.zeros([_TL_HEADS], tl.float32)
+    acc = tl.zeros([_TL_HEADS, _TL_NOPE], tl.float32)
+    for start in range(lo, hi, BLOCK_N):
+        rows = start + tl.arange(0, BLOCK_N)
+        row_ok = rows < hi
+        k_nope = _load_mxfp4_blocks(kv_ptr, sc_ptr, rows, row_ok, stride_kv, stride_sr, stride_sc,
+                                    0, 16, BLOCK_N, DOT_DTYPE, "")
+        k_pe = _load_mxfp4_blocks(kv_ptr, sc_ptr, rows, row_ok, stride_kv, stride_sr, stride_sc,
+                                  16, 2, BLOCK_N, DOT_DTYPE, "")
+        s = tl.dot(q_pe, tl.trans(k_pe), acc=tl.dot(q_nope, tl.trans(k_nope)))
+        s = tl.where(row_ok[None, :], s * qk_scale, float("-inf"))  # log2 domain
+        p, alpha, m_i, l_i = _online_softmax_step(s, m_i, l_i)
+        # Decoding is the costly part: V is the decoded K tile, not a second read
+        # (re-reading, as fp8 does, measured 16-21% slower here).
+        acc = tl.dot(p.to(DOT_DTYPE), k_nope, acc=acc * alpha[:, None])
+    return acc, m_i, l_i
+
+
 @triton.jit(do_not_specialize=["total_q", "kv_rows", "num_splits"])
 def _mla_decode_kernel(
     q_ptr, kv_ptr, kv_scale_ptr, qo_indptr_ptr, kv_indptr_ptr, out_ptr,
@@ -412,7 +475,7 @@ def _mla_decode_kernel(
     qk_scale, total_q, kv_rows, num_splits,
     stride_q_tok, stride_q_head, stride_kv, stride_sr, stride_sc, stride_o_tok, stride_o_head,
     IS_MXFP4: tl.constexpr, SPLIT: tl.constexpr, COMBINE_IN_KERNEL: tl.constexpr, BLOCK_N: tl.constexpr,
-    DOT_DTYPE: tl.constexpr,
+    MXFP4_DOT_DTYPE: tl.constexpr,
 ):
     split = tl.program_id(0)
     b = tl.program_id(1)
@@ -430,48 +493,10 @@ def _mla_decode_kernel(
     q_nope = tl.load(q_base + tl.arange(0, _TL_NOPE)[None, :])
     q_pe = tl.load(q_base + _TL_NOPE + tl.arange(0, _TL_ROPE)[None, :])
     if IS_MXFP4:
-        q_nope, q_pe = q_nope.to(DOT_DTYPE), q_pe.to(DOT_DTYPE)
-        q_scale = tl.full([_TL_HEADS], 1.0, tl.float32)
-        score_scale = qk_scale
-    else:  # fp8: dequant = code * scale; the scalar scale goes on scores and output
-        q_nope, q_pe, q_scale = _q_to_f16(q_nope, q_pe)
-        kv_scale = tl.load(kv_scale_ptr)
-        score_scale = qk_scale * kv_scale
-
-    m_i = tl.full([_TL_HEADS], float("-inf"), tl.float32)
-    l_i = tl.zeros([_TL_HEADS], tl.float32)
-    acc = tl.zeros([_TL_HEADS, _TL_NOPE], tl.float32)
-    for start in range(lo, hi, BLOCK_N):
-        rows = start + tl.arange(0, BLOCK_N)
-        row_ok = rows < hi
-        if IS_MXFP4:
-            k_nope = _load_mxfp4_blocks(kv_ptr, kv_scale_ptr, rows, row_ok, stride_kv, stride_sr, stride_sc,
-                                        0, 16, BLOCK_N, DOT_DTYPE, "")
-            k_pe = _load_mxfp4_blocks(kv_ptr, kv_scale_ptr, rows, row_ok, stride_kv, stride_sr, stride_sc,
-                                      16, 2, BLOCK_N, DOT_DTYPE, "")
-        else:
-            tile_rows = _fp8_tile_rows(kv_ptr, start, hi, stride_kv, BLOCK_N)
-            k_nope = _load_fp8_cols(tile_rows, 0, _TL_NOPE, DOT_DTYPE, "")
-            k_pe = _load_fp8_cols(tile_rows, _TL_NOPE, _TL_ROPE, DOT_DTYPE, "")
-        s = tl.dot(q_pe, tl.trans(k_pe), acc=tl.dot(q_nope, tl.trans(k_nope)))
-        # Two multiplies, not one by their product, which can under- or overflow.
-        s = tl.where(row_ok[None, :], s * q_scale[:, None] * score_scale, float("-inf"))  # log2 domain
-        m_new = tl.maximum(m_i, tl.max(s, 1))
-        alpha = tl.math.exp2(m_i - m_new)
-        p = tl.math.exp2(s - m_new[:, None])
-        l_i = l_i * alpha + tl.sum(p, 1)
-        if IS_MXFP4:  # decoding is the costly part: reuse the decoded tile
-            v = k_nope
-        else:
-            # Read V again (L2, not HBM) rather than reuse k_nope: a load that feeds one
-            # product keeps its own operand layout and frees registers; measured 5-20%
-            # faster on the H200 for fp8 (and 16-21% slower for MXFP4, which re-decodes).
-            v = _load_fp8_cols(tile_rows, 0, _TL_NOPE, DOT_DTYPE, ".cg")
-        acc = tl.dot(p.to(DOT_DTYPE), v, acc=acc * alpha[:, None])
-        m_i = m_new
-
-    if not IS_MXFP4:
-        acc = acc * kv_scale
+        acc, m_i, l_i = _attend_mxfp4(q_nope, q_pe, kv_ptr, kv_scale_ptr, lo, hi, qk_scale, stride_kv, stride_sr,
+                                      stride_sc, BLOCK_N, MXFP4_DOT_DTYPE)
+    else:
+        acc, m_i, l_i = _attend_fp8(q_nope, q_pe, kv_ptr, kv_scale_ptr, lo, hi, qk_scale, stride_kv, BLOCK_N)
     o = acc / tl.where(l_i > 0, l_i, 1.0)[:, None]  # an empty range has acc = 0: zeros
     if SPLIT:
         part = b.to(tl.int64) * num_splits + split

@@ -40,7 +40,7 @@ def compile_kernel(kv_format: str, launch: sub.TritonLaunch):
         types["kv_scale_ptr"] = "*u8"
     constants = {"IS_MXFP4": is_mxfp4, "SPLIT": launch.num_splits > 1,
                  "COMBINE_IN_KERNEL": launch.combine_in_kernel, "BLOCK_N": launch.block_n,
-                 "DOT_DTYPE": tl.bfloat16 if is_mxfp4 else tl.float16}
+                 "MXFP4_DOT_DTYPE": tl.bfloat16}
     signature = {n: "constexpr" if n in constants else types.get(n, "i32") for n in names}
     aligned = [n for n in names if n in POINTERS or n == "kv_ptr"
                or n in ("stride_q_tok", "stride_q_head", "stride_kv", "stride_o_tok", "stride_o_head")]
