@@ -56,9 +56,16 @@ import triton.language as tl
 # - fp8 tile rows past a split's end repeat its last row (scores -inf) instead of masked
 #   loads: 12% fewer instructions in the main loop, 2-9% less device time on the large
 #   shapes (results/2026-11-29-h200-unmasked-tiles).
-# - Still far from the HBM roofline (12% mxfp4, 47% fp8 at 256 x 8192): instruction-
-#   bound (bench/sass_loop.py shows the main loop: Q re-read from shared memory each
-#   tile, V transposed byte by byte, one chain of dependent MMAs), not bandwidth-bound.
+# - Measured again on 2026-11-30 (results/2026-11-30-h200/probe) and not kept: tokens on
+#   M with fp16 wgmma, or an fp8 wgmma on Q split into two e4m3 halves (1.36-1.48x the
+#   time at best); QK as two independent chains, or the next tile's QK issued before this
+#   tile's PV (-0.5% to +27%); MXFP4 tiles left as even/odd halves without the interleave
+#   (spills, 20-25% slower).
+# - Still far from the HBM roofline (12% mxfp4, 47% fp8 at 256 x 8192): bound by latency
+#   at 2 programs an SM (255 registers) and by shared-memory wavefronts (ncu: 72% of the
+#   pipe's peak, DRAM 40%; results/2026-11-30-h200/ncu). bench/sass_loop.py shows the
+#   main loop: Q re-read from shared memory each tile, V transposed byte by byte, one
+#   chain of dependent MMAs.
 import dataclasses
 
 # The MXFP4 kernel's MMA operand type. The interpreter's tl.dot returns garbage for bf16
