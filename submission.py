@@ -60,7 +60,7 @@ import triton.language as tl
 #   M with fp16 wgmma, or an fp8 wgmma on Q split into two e4m3 halves (1.36-1.48x the
 #   time at best); QK as two independent chains, or the next tile's QK issued before this
 #   tile's PV (-0.5% to +27%); MXFP4 tiles left as even/odd halves without the interleave
-#   (spills, 20-25% slower); programs of 1-2 warps or 16-token tiles (spill; 5-300%
+#   (spills, 20-25% slower); programs of 1-2 warps or 16-token tiles (spill; 5-22%
 #   slower at their best split counts).
 # - Still far from the HBM roofline (12% mxfp4, 47% fp8 at 256 x 8192): bound by latency
 #   at 2 programs an SM (255 registers) and by shared-memory wavefronts (ncu: 72% of the
