@@ -234,8 +234,10 @@ def render(json_path: Path, readme: Path | None) -> None:
     if readme is not None:
         content = readme.read_text()
         begin, end = content.index(README_BEGIN) + len(README_BEGIN), content.index(README_END)
-        source = f"\n\nFrom `{json_path.relative_to(ROOT) if json_path.is_absolute() else json_path}`:\n\n"
-        readme.write_text(content[:begin] + source + text + "\n\n" + content[end:])
+        folder = json_path.parent.resolve().relative_to(readme.parent.resolve())
+        source = f"\n\nFrom `{folder / json_path.name}`:\n\n"
+        chart = f"![% of roofline per shape]({(folder / 'roofline.png').as_posix()})"
+        readme.write_text(content[:begin] + source + text + "\n\n" + chart + "\n\n" + content[end:])
 
 
 def main() -> None:
