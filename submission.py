@@ -213,70 +213,37 @@ def _combine_grid(batch: int, splits: int) -> tuple:
     return batch, 16, 512 // _combine_columns(splits)
 
 
-def _launch_decode(per_call: tuple, tails: tuple, launch):
-    """Launches through Triton's JIT (compiling on first sight); returns the compiled
-    kernels (decode, combine or None)."""
+@dataclasses.dataclass(frozen=True)
+class KernelCall:
+    """One Triton launch: the JIT function, its grid, arguments and compile options.
+    The runners launch these; bench/ compiles the same calls for other targets."""
+    kernel: object
+    grid: tuple
+    args: tuple
+    options: dict
+
+    def launch(self) -> None:
+        self.kernel[self.grid](*self.args, **self.options)
+
+
+def decode_calls(per_call: tuple, tails: tuple, launch) -> list[KernelCall]:
+    """The launches of one decode call: the decode kernel, then the split combine if any."""
     q, _, _, qo_indptr, kv_indptr, out = per_call
     batch = kv_indptr.shape[0] - 1
     if batch <= 0:
-        return None, None
+        return []
     decode_tail, combine_tail = tails
-    decode = _mla_decode_kernel[(launch.num_splits, batch)](
-        *per_call, *decode_tail, num_warps=launch.num_warps, num_stages=launch.num_stages)
-    if combine_tail is None:
-        return decode, None
-    combine = _combine_splits_kernel[_combine_grid(batch, launch.num_splits)](
-        qo_indptr, out, *combine_tail, num_warps=4, num_stages=1)
-    return decode, combine
+    calls = [KernelCall(_mla_decode_kernel, (launch.num_splits, batch), (*per_call, *decode_tail),
+                        dict(num_warps=launch.num_warps, num_stages=launch.num_stages))]
+    if combine_tail is not None:
+        calls.append(KernelCall(_combine_splits_kernel, _combine_grid(batch, launch.num_splits),
+                                (qo_indptr, out, *combine_tail), dict(num_warps=4, num_stages=1)))
+    return calls
 
 
-class _RawLaunch:
-    """One compiled specialization, launched through its launcher with integer pointers."""
-
-    def __init__(self, compiled, grid: tuple, tail: tuple):
-        compiled._init_handles()
-        self.launcher = compiled.run
-        self.function = compiled.function
-        self.metadata = compiled.packed_metadata
-        self.grid = grid
-        # The scratch buffers live as long as the plan's runner: their addresses are fixed.
-        self.tail = tuple(arg.data_ptr() if isinstance(arg, torch.Tensor) else arg for arg in tail)
-
-    def __call__(self, stream, *pointers) -> None:
-        self.launcher(*self.grid, stream, self.function, self.metadata, None, None, None, *pointers, *self.tail)
-
-
-class CompiledDecode:
-    """Replays the compiled kernels of a call (decode, then the split combine if any)
-    through their launchers, skipping the JIT's per-call argument binding and
-    specialization, and passing pointers as integers so the launcher neither calls
-    data_ptr() nor asks the driver about each pointer again (together most of a small
-    shape's time on the H200's host). Valid while the arguments keep what the
-    specializations assumed: the plan key fixes shapes, strides, dtypes and devices, and
-    the per-call pointers are checked for the 16-byte alignment Triton specializes on."""
-
-    def __init__(self, compiled: tuple, launch, batch: int, device, tails: tuple):
-        decode, combine = compiled
-        self.decode = _RawLaunch(decode, (launch.num_splits, batch, 1), tails[0])
-        self.combine = None if combine is None else _RawLaunch(
-            combine, _combine_grid(batch, launch.num_splits), tails[1])
-        self.device_index = torch.device(device).index or 0
-        self.current_stream = triton.runtime.driver.active.get_current_stream
-
-    def launch(self, per_call: tuple) -> bool:
-        """Launches and returns True, or returns False when only the JIT can launch."""
-        q, kv, kv_scale, qo_indptr, kv_indptr, out = per_call
-        pointers = (q.data_ptr(), kv.data_ptr(), kv_scale.data_ptr(), qo_indptr.data_ptr(),
-                    kv_indptr.data_ptr(), out.data_ptr())
-        misaligned = (pointers[0] | pointers[1] | pointers[2] | pointers[3] | pointers[4]) & 15
-        # A profiler's launch hooks (e.g. proton) need the JIT path, which calls them.
-        if misaligned or triton.knobs.runtime.launch_enter_hook.calls:
-            return False
-        stream = self.current_stream(self.device_index)
-        self.decode(stream, *pointers)
-        if self.combine is not None:
-            self.combine(stream, pointers[3], pointers[5])
-        return True
+def _launch_decode(per_call: tuple, tails: tuple, launch) -> None:
+    for call in decode_calls(per_call, tails, launch):
+        call.launch()
 
 
 @triton.jit
@@ -515,7 +482,7 @@ def _mla_decode_kernel(
             # Release this program's partials (the barrier orders every thread's stores
             # before the one thread's gpu-scope release), count it, and let the last split
             # of the sequence to arrive (acquire) combine and reset the counter. Otherwise
-            # _combine_splits_kernel, launched next on the same stream, merges them.
+            # _combine_splits_kernel, launched next in the same queue, merges them.
             tl.debug_barrier()
             done = tl.atomic_add(counters_ptr + b, 1, sem="acq_rel", scope="gpu")
             if done == num_splits - 1:
@@ -800,8 +767,7 @@ class TritonRunner:
         self.batch = shape.batch
         self.needs_contiguous_q = not shape.q_contiguous
         self.scratch = make_triton_scratch(shape.batch, launch, shape.device)
-        self.tails = None     # the kernels' plan-constant arguments, from the first call
-        self.compiled = None  # CompiledDecode once Triton has compiled the kernel (GPU only)
+        self.tails = None  # the kernels' plan-constant arguments, from the first call
         combine = ",combine=in_kernel" if launch.combine_in_kernel and launch.num_splits > 1 else ""
         self.label = (f"triton_{kv_format}[splits={launch.num_splits},block_n={launch.block_n},"
                       f"warps={launch.num_warps},stages={launch.num_stages}{combine}]")
@@ -815,19 +781,11 @@ class TritonRunner:
             kv, kv_scale = _mxfp4_operands(buffer, scales, self.launch)
         else:
             kv, kv_scale = kv_data["fp8"]
-        per_call = (q, kv, kv_scale, qo_indptr, kv_indptr, out)
-        if self.compiled is None or not self.compiled.launch(per_call):
-            self._launch_through_jit(per_call)
-        return out
-
-    def _launch_through_jit(self, per_call) -> None:
-        q, kv, kv_scale = per_call[:3]
         if self.tails is None:
             self.tails = decode_tails(q, kv, kv_scale, self.kv_format == "mxfp4", self.sm_scale, self.scratch,
                                       self.launch)
-        compiled = _launch_decode(per_call, self.tails, self.launch)
-        if self.compiled is None and q.device.type == "cuda" and hasattr(compiled[0], "_init_handles"):
-            self.compiled = CompiledDecode(compiled, self.launch, self.batch, q.device, self.tails)
+        _launch_decode((q, kv, kv_scale, qo_indptr, kv_indptr, out), self.tails, self.launch)
+        return out
 
 
 def _runs_triton_here(device: torch.device) -> bool:
@@ -953,11 +911,13 @@ ROUTES = {route.name: route for route in
 # Autopick: time every candidate on the first call of a key, verify it against the
 # reference on the same input with the check rule in force, keep the fastest that passes.
 # =====================================================================================
-def _harness_module(name: str):
+def _harness_reference():
+    """The harness's reference.py, which the leaderboard places beside this file."""
     try:
-        return __import__(name)
+        import reference
     except Exception:  # submission.py used on its own, without the harness files
         return None
+    return reference
 
 
 def _compare(output, expected, rtol: float, atol: float, allowance: float):
@@ -976,15 +936,15 @@ class Verifier:
 
     def __init__(self, data, shape: CallShape):
         # The reference reads the fp8 KV: without it, exact attention is the yardstick.
-        reference = _harness_module("reference") if "fp8" in data[1] else None
+        reference = _harness_reference() if "fp8" in data[1] else None
         exact = TorchRunner(shape, shape.most_precise_format)(*data[:4])
         rule = (0.1, 0.1, 0.05)
         if reference is not None and hasattr(reference, "CHECK_RTOL"):
             expected = reference.ref_kernel(data)
             rule = (reference.CHECK_RTOL, reference.CHECK_ATOL, reference.CHECK_MISMATCH_ALLOWANCE)
             self.check = lambda output: _compare(output, expected, *rule)
-        elif reference is not None:  # upstream's reference: use its own check as is
-            self.check = lambda output: self._upstream_check(reference, data, output)
+        elif reference is not None:  # the leaderboard's own reference: use its check as is
+            self.check = lambda output: self._leaderboard_check(reference, data, output)
         exact_check = lambda output: _compare(output, exact, *rule)  # noqa: E731
         if reference is None or not self.check(exact)[0]:
             # Where exact attention itself misses the reference (peaked scores, large
@@ -993,7 +953,7 @@ class Verifier:
             self.check = exact_check
 
     @staticmethod
-    def _upstream_check(reference, data, output):
+    def _leaderboard_check(reference, data, output):
         verdict = reference.check_implementation(data, output)
         good, message = verdict if isinstance(verdict, tuple) else (bool(verdict), "")
         return bool(good), (message or "")[:80]

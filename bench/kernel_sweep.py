@@ -104,13 +104,14 @@ def decode(fmt, problem_args, out, scratch, launch):
 
 
 def compiled_kernel(fmt, problem_args, out, scratch, launch):
-    """The same call through the internal launcher, which returns Triton's compiled
-    kernel (registers and spills for the log)."""
+    """The same call's decode kernel, launched through the JIT, which returns Triton's
+    compiled kernel (registers and spills for the log)."""
     q, buf, scale, qo, kvi = problem_args
     if fmt == "mxfp4":
         buf, scale = sub._mxfp4_operands(buf, scale, launch)
     tails = sub.decode_tails(q, buf, scale, fmt == "mxfp4", SM_SCALE, scratch, launch)
-    return sub._launch_decode((q, buf, scale, qo, kvi, out), tails, launch)[0]
+    decode = sub.decode_calls((q, buf, scale, qo, kvi, out), tails, launch)[0]
+    return decode.kernel[decode.grid](*decode.args, **decode.options)
 
 
 # ------------------------------------------------------------------ timing
