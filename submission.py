@@ -124,8 +124,10 @@ def _pow2_floor(n: int) -> int:
     return 1 << (max(n, 1).bit_length() - 1)
 
 
-def triton_launch_candidates(kv_format: str, batch: int, max_kv_len: int, num_sms: int) -> list[TritonLaunch]:
-    """A short list for the autopick to time; the first is the default.
+def triton_launch_candidates(kv_format: str, batch: int, max_kv_len: int, num_sms: int,
+                             arch: str = "") -> list[TritonLaunch]:
+    """A short list for the autopick to time on a device of `num_sms` SMs / CUs and
+    architecture `arch` (e.g. "sm_90", "gfx950"; "" when unknown); the first is the default.
 
     The rule the H200 sweep found best on all 8 benchmark shapes (bench/kernel_sweep.py):
     as many splits as fill the SMs twice over (a 4-warp program of 32-token tiles fits 2
@@ -796,6 +798,15 @@ def _runs_triton_here(device: torch.device) -> bool:
     return os.environ.get("TRITON_INTERPRET") == "1" and os.environ.get("MLA_ROUTE", "").startswith("triton")
 
 
+def _device_sms_and_arch(device: torch.device) -> tuple[int, str]:
+    """(SMs or CUs, architecture name: "gfx950" on ROCm, "sm_90" on CUDA, "" on the CPU)."""
+    if device.type != "cuda":
+        return 1, ""
+    props = torch.cuda.get_device_properties(device)
+    arch = getattr(props, "gcnArchName", "") if torch.version.hip else f"sm_{props.major}{props.minor}"
+    return props.multi_processor_count, arch.split(":")[0]
+
+
 class TritonRoute:
     def __init__(self, kv_format: str):
         self.kv_format = kv_format
@@ -804,9 +815,8 @@ class TritonRoute:
     def variants(self, shape: CallShape) -> list:
         if shape.q_seq_len != 1 or self.kv_format not in shape.formats or not _runs_triton_here(shape.device):
             return []
-        num_sms = (torch.cuda.get_device_properties(shape.device).multi_processor_count
-                   if shape.device.type == "cuda" else 1)
-        launches = triton_launch_candidates(self.kv_format, shape.batch, shape.max_kv_len, num_sms)
+        num_sms, arch = _device_sms_and_arch(shape.device)
+        launches = triton_launch_candidates(self.kv_format, shape.batch, shape.max_kv_len, num_sms, arch)
         return [(lambda data, launch=launch: TritonRunner(shape, self.kv_format, launch)) for launch in launches]
 
 
