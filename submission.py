@@ -19,61 +19,33 @@ import triton
 import triton.language as tl
 
 # ==== Triton kernels ====
-# Fused MLA decode over an MXFP4 or fp8 KV cache.
+# Fused MLA decode over the fp8 or the MXFP4 KV cache (the bf16 one is read only by the
+# torch route). Grid (num_splits, batch): a program owns one KV split of one sequence and
+# all 16 heads, so each KV byte is read from HBM once. Lengths come from kv_indptr inside
+# the kernel and are clamped to the buffer: a bad indptr cannot read out of bounds. Tile
+# rows past a split's end repeat its last row and score -inf, so loads need no predicates.
+# With several splits each program stores its normalized partial output and log2-sum-exp;
+# a second kernel merges them, or, in one launch, the last program of the sequence to
+# finish (both are autopick candidates; results/2026-11-29-h200-combine-kernel).
 #
-# Grid (num_splits, batch): one program owns one KV split of one sequence and all 16
-# heads, so each KV byte is read from HBM once (the heads share the latent KV row).
-# A program's split is cdiv(cdiv(len, num_splits), BLOCK_N) * BLOCK_N tokens. Lengths
-# come from kv_indptr inside the kernel (any lengths are right under a plan tuned for
-# others) and are clamped to the buffer, so a bad indptr cannot read out of bounds.
-# S = q_nope.K_nope^T + q_pe.K_pe^T and acc += P.V with V = K_nope. An MXFP4 tile is
-# decoded once, in registers, and used for both products; an fp8 tile's V part is read
-# again from L2 for the second product, which measured faster (see the kernel loop).
-# With several splits, each program stores its normalized partial output and its
-# log2-sum-exp; they are merged either by a second kernel (many programs a sequence) or
-# by the last program of the sequence to finish (one launch): see below.
-#
-# Measured on the H200 (bench/kernel_sweep.py, 2026-11-29; device time, graph replay):
-# - This form (16 heads on the MMA's M side, mma.sync) beat two others tried in the same
-#   sweep on every shape: the QK product cut into 4 batched 128-dim chunks (shorter MMA
-#   chains; 9-31% slower) and tokens on M (K.Q^T and V^T.P^T, so wgmma can apply;
-#   18-75% slower).
-# - Two ways to merge splits, both kept for the autopick: a second kernel (a program
-#   per sequence, head and column block, every split's partials loaded at once), or the
-#   last program of a sequence to finish, in a loop (an atomic counter; one launch).
-#   The loop costs about 1 us a split whatever the shape, which capped the useful split
-#   count: with the kernel, 4 x 8192 runs best at 64 splits, 49 -> 22 us of device time,
-#   4 x 1024 21 -> 12 us. But the second launch costs ~5 us of host time (more right
-#   after a synchronize), which decides where the device is idle most of the call
-#   (results/2026-11-29-h200-combine-kernel).
-# - fp16 operands for the fp8 kernel (see _q_to_f16) cut its device time 14-27% against
-#   bf16 (results/2026-11-29-h200-fp16-operands). Forms measured there and not kept:
-#   Q quantized to fp8 (Triton widens fp8 dots to fp16 on sm_90 anyway: within 6% of
-#   fp16's time, 9-20x its error against fp32 attention), P in fp8 (slower), and an
-#   unmasked main loop with a masked tail (9% faster at 256 x 8192, slower on small
-#   shapes, and it spills). Capping registers (maxnreg 168 or 128, for 3 or 4 programs
-#   an SM) spills and runs 1.3-2.8x slower.
-# - fp8 tile rows past a split's end repeat its last row (scores -inf) instead of masked
-#   loads: 12% fewer instructions in the main loop, 2-9% less device time on the large
-#   shapes (results/2026-11-29-h200-unmasked-tiles).
-# - Measured again on 2026-11-30 (results/2026-11-30-h200/probe) and not kept: tokens on
-#   M with fp16 wgmma, or an fp8 wgmma on Q split into two e4m3 halves (1.36-1.48x the
-#   time at best); QK as two independent chains, or the next tile's QK issued before this
-#   tile's PV (-0.5% to +27%); MXFP4 tiles left as even/odd halves without the interleave
-#   (spills, 20-25% slower); programs of 1-2 warps or 16-token tiles (spill; 5-22%
-#   slower at their best split counts).
-# - Still far from the HBM roofline (12% mxfp4, 47% fp8 at 256 x 8192): bound by latency
-#   at 2 programs an SM (255 registers) and by shared-memory wavefronts (ncu: 72% of the
-#   pipe's peak, DRAM 40%; results/2026-11-30-h200/ncu). bench/sass_loop.py shows the
-#   main loop: Q re-read from shared memory each tile, V transposed byte by byte, one
-#   chain of dependent MMAs.
+# Each (format, form) is one _attend_* function: what the two products multiply in.
+#   fp8   f16     e4m3 K/V widened to fp16 (exact), Q scaled into fp16's range per head:
+#                 the H200's fastest (results/2026-11-29-h200-fp16-operands).
+#   fp8   e4m3    fp8 x fp8 (CDNA4's native MFMA): Q to e4m3 per head, P * 2^8 to e4m3.
+#   mxfp4 bf16    K/V decoded to bf16 in registers, one decode for both products.
+#   mxfp4 scaled  Q.K^T over the 512 nope dims by tl.dot_scaled (e4m3 Q x e2m1 K with the
+#                 cache's e8m0 scales: CDNA4's scaled MFMA); the 64 rope dims and P.V in
+#                 bf16 on decoded values, V kept as even and odd columns until the end.
+#   mxfp4 scaled_cvt  as scaled, decoding V from 4-byte words with gfx950's
+#                 v_cvt_scalef32_pk_bf16_fp4, one instruction a byte (two values).
+# V's block scales run along the output columns, so P.V cannot take them as dot_scaled's
+# scales; the decode applies them. Under TRITON_INTERPRET the kernels get EMULATE: what
+# the interpreter lacks or gets wrong is computed exactly another way (bf16 dots in fp32,
+# fp8 rounding, dot_scaled as decode + fp32 dot, the gfx950 convert as bit operations).
+# bench/gfx950_report.py compiles every form for the MI355X and reads its ISA.
 import dataclasses
 
-# The MXFP4 kernel's MMA operand type. The interpreter's tl.dot returns garbage for bf16
-# operands (PROBLEM.md) and is exact for fp32 ones; on the GPU the operands are bf16 for
-# the tensor cores. (The fp8 kernel uses fp16 everywhere: see _q_to_f16.) Decided once,
-# at import, because Triton decides interpret-or-compile at decoration time too.
-_TRITON_DOT_DTYPE = tl.float32 if os.environ.get("TRITON_INTERPRET") == "1" else tl.bfloat16
+_INTERPRETED = os.environ.get("TRITON_INTERPRET") == "1"
 
 
 def _patch_interpreter_scalar_index() -> None:
@@ -94,12 +66,15 @@ def _patch_interpreter_scalar_index() -> None:
     interpreter._patch_lang_tensor = patched
 
 
-if os.environ.get("TRITON_INTERPRET") == "1":
+if _INTERPRETED:
     _patch_interpreter_scalar_index()
 _LOG2E = 1.4426950408889634
 _TL_HEADS = tl.constexpr(16)
 _TL_NOPE = tl.constexpr(512)
 _TL_ROPE = tl.constexpr(64)
+
+# The forms of each format's kernel (see above); the first is the portable default.
+KERNEL_FORMS = {"fp8": ("f16", "e4m3"), "mxfp4": ("bf16", "scaled", "scaled_cvt")}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -111,6 +86,8 @@ class TritonLaunch:
     # With several splits: merge them in the decode kernel (the last program of a
     # sequence to finish, one launch) rather than in a second kernel (two launches).
     combine_in_kernel: bool = False
+    form: str = ""        # one of KERNEL_FORMS[format]; "" is the format's first
+    waves_per_eu: int = 0  # AMD only: the occupancy the register allocator aims for (0: none)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -124,33 +101,63 @@ def _pow2_floor(n: int) -> int:
     return 1 << (max(n, 1).bit_length() - 1)
 
 
+# The tiles each form is offered with, the first leading: (block_n, num_warps, num_stages,
+# waves_per_eu). H200 forms: its sweep's best (bench/kernel_sweep.py,
+# results/2026-11-29-h200-combine-kernel); where 4-warp programs would leave SMs idle the
+# 8-warp tile leads (about one program an SM). gfx950 forms: the tiles that compile
+# without spilling at 2 waves a SIMD with the fewest loop instructions a token
+# (bench/gfx950_report.py; a static bound, never run on an MI355X).
+_FORM_TILES = {
+    ("fp8", "f16"): [(32, 4, 3, 0), (64, 8, 3, 0)],
+    ("mxfp4", "bf16"): [(32, 4, 1, 0), (64, 8, 1, 0)],
+    ("fp8", "e4m3"): [(64, 4, 1, 2), (32, 4, 1, 3)],
+    ("mxfp4", "scaled"): [(32, 4, 1, 2)],
+    ("mxfp4", "scaled_cvt"): [(64, 4, 1, 2), (32, 4, 1, 2)],
+}
+_IDLE_SM_FORMS = {("fp8", "f16"), ("mxfp4", "bf16")}
+# The forms offered per architecture, first the one whose launches lead the candidates.
+# The CDNA4 forms are extra candidates elsewhere too (Triton lowers fp8 dots and
+# dot_scaled everywhere); gfx950's convert instruction exists only there.
+_ARCH_FORMS = {
+    "gfx950": {"fp8": ("e4m3",), "mxfp4": ("scaled_cvt",)},
+    "": {"fp8": ("f16", "e4m3"), "mxfp4": ("bf16", "scaled")},
+}
+
+
 def triton_launch_candidates(kv_format: str, batch: int, max_kv_len: int, num_sms: int,
                              arch: str = "") -> list[TritonLaunch]:
     """A short list for the autopick to time on a device of `num_sms` SMs / CUs and
     architecture `arch` (e.g. "sm_90", "gfx950"; "" when unknown); the first is the default.
 
-    The rule the H200 sweep found best on all 8 benchmark shapes (bench/kernel_sweep.py):
-    as many splits as fill the SMs twice over (a 4-warp program of 32-token tiles fits 2
-    to an SM), but at least 64 tokens a split; 32-token tiles of 4 warps, or, when that
-    still leaves SMs idle, 64-token tiles of 8 warps (about one program an SM). The other
-    candidates are the neighbours: the other tile at the same splits, and half / double
-    the splits; then, where they split, the first and the first neighbour (half the
-    splits, or double where half is not allowed) again with the in-kernel combine."""
-    if kv_format not in ("mxfp4", "fp8"):
+    Splits: as many as fill the device twice over (two 4-warp programs an SM or CU), but
+    at least 64 tokens a split. The leading form gets its tiles at those splits, then its
+    first tile at half / double the splits, then the first and the first neighbour again
+    with the in-kernel combine; every other form offered on the architecture gets its
+    first tile at the leading splits."""
+    if kv_format not in KERNEL_FORMS:
         raise ValueError(f"no Triton kernel for kv_format {kv_format!r}")
     batch, max_kv_len, num_sms = max(batch, 1), max(max_kv_len, 1), max(num_sms, 1)
-    stages = 1 if kv_format == "mxfp4" else 3
+    forms = _ARCH_FORMS.get(arch, _ARCH_FORMS[""])[kv_format]
     splits = _pow2_floor(min(2 * num_sms // batch, 64, max(max_kv_len // 64, 1)))
-    tiles = [(32, 4), (64, 8)] if batch * splits >= num_sms else [(64, 8), (32, 4)]
-    out = [TritonLaunch(splits, bn, warps, stages) for bn, warps in tiles]
+    tiles = _FORM_TILES[(kv_format, forms[0])]
+    if batch * splits < num_sms and (kv_format, forms[0]) in _IDLE_SM_FORMS:
+        tiles = tiles[::-1]
+    lead = [_launch(splits, tile, forms[0], arch) for tile in tiles]
     for other in (splits // 2, splits * 2):
         if 1 <= other <= 64 and other <= max(max_kv_len // 64, 1):
-            out.append(TritonLaunch(other, tiles[0][0], tiles[0][1], stages))
-    # One launch instead of two saves host time, which can outweigh the slower merge
-    # where the device has little to do; the autopick's timing includes the host.
-    out += [dataclasses.replace(launch, combine_in_kernel=True) for launch in out[:1] + out[2:3]
-            if launch.num_splits > 1]
-    return out
+            lead.append(_launch(other, tiles[0], forms[0], arch))
+    # One launch instead of two: the merge is slower, but the device waits for no second
+    # launch, which can decide where it has little to do.
+    in_kernel = [dataclasses.replace(launch, combine_in_kernel=True) for launch in lead[:1] + lead[len(tiles):][:1]
+                 if launch.num_splits > 1]
+    others = [_launch(splits, _FORM_TILES[(kv_format, form)][0], form, arch) for form in forms[1:]]
+    return lead + in_kernel + others
+
+
+def _launch(splits: int, tile: tuple, form: str, arch: str) -> TritonLaunch:
+    block_n, num_warps, num_stages, waves_per_eu = tile
+    return TritonLaunch(splits, block_n, num_warps, num_stages, form=form,
+                        waves_per_eu=waves_per_eu if arch.startswith("gfx") else 0)
 
 
 def make_triton_scratch(batch: int, launch: TritonLaunch, device) -> TritonScratch:
@@ -167,13 +174,13 @@ def triton_mxfp4_decode(q, kv_fp4_u8, kv_scales_u8, qo_indptr, kv_indptr, sm_sca
     """kv_fp4_u8: (total_kv, 1, 288) or (total_kv, 288) bytes; kv_scales_u8: 2D e8m0 bytes,
     trimmed (total_kv, 18) or padded, read through its strides."""
     kv, scales = _mxfp4_operands(kv_fp4_u8, kv_scales_u8, launch)
-    tails = decode_tails(q, kv, scales, True, sm_scale, scratch, launch)
+    tails = decode_tails(q, kv, scales, "mxfp4", sm_scale, scratch, launch)
     _launch_decode((q, kv, scales, qo_indptr, kv_indptr, out), tails, launch)
 
 
 def triton_fp8_decode(q, kv_fp8, kv_scale, qo_indptr, kv_indptr, sm_scale: float, out, scratch, launch) -> None:
     """kv_fp8: (total_kv, 1, 576) e4m3; kv_scale: float32 tensor of one element (read on device)."""
-    tails = decode_tails(q, kv_fp8, None, False, sm_scale, scratch, launch)
+    tails = decode_tails(q, kv_fp8, kv_scale, "fp8", sm_scale, scratch, launch)
     _launch_decode((q, kv_fp8, kv_scale, qo_indptr, kv_indptr, out), tails, launch)
 
 
@@ -182,23 +189,38 @@ def _mxfp4_operands(kv_fp4, kv_scales, launch):
         # Measured wrong on the H200 (max abs error 0.3-0.8 on every shape, two runs,
         # Triton 3.6), right in the interpreter and at 32 and 64; cause not established.
         raise ValueError("the MXFP4 kernel needs block_n >= 32")
-    return (kv_fp4 if kv_fp4.dtype == torch.uint8 else kv_fp4.view(torch.uint8),
-            kv_scales if kv_scales.dtype == torch.uint8 else kv_scales.view(torch.uint8))
+    kv_fp4 = kv_fp4 if kv_fp4.dtype == torch.uint8 else kv_fp4.view(torch.uint8)
+    if launch.form == "scaled_cvt" and (kv_fp4.data_ptr() % 4 or kv_fp4.stride(0) % 4):
+        # That form reads V as 4-byte words; an unaligned word load is not risked.
+        raise ValueError("the mxfp4 form scaled_cvt needs 4-byte aligned rows "
+                         f"(address {kv_fp4.data_ptr():#x}, row stride {kv_fp4.stride(0)})")
+    return kv_fp4, kv_scales if kv_scales.dtype == torch.uint8 else kv_scales.view(torch.uint8)
 
 
-def decode_tails(q, kv, scales, is_mxfp4: bool, sm_scale: float, scratch, launch) -> tuple:
+def kernel_form(kv_format: str, launch) -> str:
+    """The launch's form, checked: "<format>_<form>", as the decode kernel's KV_FORM."""
+    form = launch.form or KERNEL_FORMS[kv_format][0]
+    if form not in KERNEL_FORMS[kv_format]:
+        raise ValueError(f"no {kv_format} kernel form {form!r}; known forms {KERNEL_FORMS[kv_format]}")
+    return f"{kv_format}_{form}"
+
+
+def decode_tails(q, kv, kv_scale, kv_format: str, sm_scale: float, scratch, launch) -> tuple:
     """The arguments after the per-call tensors, all fixed by the shapes and strides a plan
     is keyed on: (decode kernel's, combine kernel's or None with one split)."""
-    stride_sr, stride_sc = scales.stride() if is_mxfp4 else (0, 0)
-    if not is_mxfp4 and kv.stride(0) * launch.block_n >= 2 ** 31:
+    form = kernel_form(kv_format, launch)
+    if form == "mxfp4_scaled_cvt" and q.device.type == "cuda" and _device_sms_and_arch(q.device)[1] != "gfx950":
+        # Its convert instruction exists on gfx950 alone; elsewhere the compiler aborts.
+        raise ValueError("the mxfp4 form scaled_cvt runs on gfx950 only (or under the interpreter)")
+    stride_sr, stride_sc = kv_scale.stride() if kv_format == "mxfp4" else (0, 0)
+    if kv_format == "fp8" and kv.stride(0) * launch.block_n >= 2 ** 31:
         raise ValueError(f"KV row stride {kv.stride(0)} too large for {launch.block_n}-row tiles "
                          "(the fp8 kernel's in-tile offsets are 32-bit)")
     splits = launch.num_splits
     decode = (scratch.part_o, scratch.part_lse, scratch.counters,
               sm_scale * _LOG2E, q.shape[0], kv.shape[0], splits,
               q.stride(0), q.stride(1), kv.stride(0), stride_sr, stride_sc, 16 * 512, 512,
-              is_mxfp4, splits > 1, launch.combine_in_kernel, launch.block_n,
-              _TRITON_DOT_DTYPE)
+              form, splits > 1, launch.combine_in_kernel, launch.block_n, _INTERPRETED)
     if splits == 1 or launch.combine_in_kernel:
         return decode, None
     return decode, (scratch.part_o, scratch.part_lse, q.shape[0], splits, 16 * 512, 512,
@@ -235,8 +257,10 @@ def decode_calls(per_call: tuple, tails: tuple, launch) -> list[KernelCall]:
     if batch <= 0:
         return []
     decode_tail, combine_tail = tails
-    calls = [KernelCall(_mla_decode_kernel, (launch.num_splits, batch), (*per_call, *decode_tail),
-                        dict(num_warps=launch.num_warps, num_stages=launch.num_stages))]
+    options = dict(num_warps=launch.num_warps, num_stages=launch.num_stages)
+    if launch.waves_per_eu:
+        options["waves_per_eu"] = launch.waves_per_eu
+    calls = [KernelCall(_mla_decode_kernel, (launch.num_splits, batch), (*per_call, *decode_tail), options)]
     if combine_tail is not None:
         calls.append(KernelCall(_combine_splits_kernel, _combine_grid(batch, launch.num_splits),
                                 (qo_indptr, out, *combine_tail), dict(num_warps=4, num_stages=1)))
@@ -264,11 +288,8 @@ def _e2m1_pair_to_f32(x, scale):
     # two low exponent bits and the top mantissa bit) and its sign to bit 31. That is
     # exactly E2M1 * 2^-126 for all 16 codes (codes 0 and 1 land on zero and the
     # subnormal 2^-127, as E2M1's own subnormal), so one exact multiply by 2^126 fixes
-    # the exponent. Per element: 2 ands + 2 shifts + 1 or (fused to ~3 SASS ops), 2
-    # multiplies, then one cvt to bf16 (done before the interleave: half its registers).
-    # The two multiplies are not folded into one factor 2^(s-1) because that factor
-    # overflows fp32 for s >= 129, where the products are still finite. (Measured: the
-    # decode is not the bottleneck; mxfp4 runs only ~13% slower than fp8 per token.)
+    # the exponent. The two multiplies are not folded into one factor 2^(s-1), which
+    # overflows fp32 for s >= 129 where the products are still finite.
     even = ((x & 0x8) << 28) | ((x & 0x7) << 22)
     odd = ((x & 0x80) << 24) | ((x & 0x70) << 18)
     even = even.to(tl.float32, bitcast=True) * 8.507059173023462e37 * scale  # 2^126
@@ -289,9 +310,8 @@ def _load_mxfp4_blocks(kv_ptr, sc_ptr, rows, row_ok, stride_kv, stride_sr, strid
     s = tl.load(sc_ptr + rows.to(tl.int64)[:, None] * stride_sr + blk[None, :] * stride_sc,
                 mask=row_ok[:, None], other=0, cache_modifier=CACHE)
     even, odd = _e2m1_pair_to_f32(x, _e8m0_to_f32(s)[:, :, None])
-    # Interleaved back into column order. (Leaving them apart, with Q's columns and the
-    # output split the same way, spilled and ran 20-25% slower on the H200:
-    # results/2026-11-30-h200/probe/mxfp4_even_odd.json.)
+    # Interleaved back into column order (kept apart, this form spilled on the H200:
+    # results/2026-11-30-h200/probe/mxfp4_even_odd.json).
     return tl.join(even.to(DOT_DTYPE), odd.to(DOT_DTYPE)).reshape(BLOCK_N, COUNT * 32)
 
 
@@ -395,7 +415,7 @@ def _online_softmax_step(s, m_i, l_i):
 
 
 @triton.jit
-def _attend_fp8(q_nope, q_pe, kv_ptr, kv_scale_ptr, lo, hi, qk_scale, stride_kv, BLOCK_N: tl.constexpr):
+def _attend_fp8_f16(q_nope, q_pe, kv_ptr, kv_scale_ptr, lo, hi, qk_scale, stride_kv, BLOCK_N: tl.constexpr):
     # Unnormalized attention of the 16 heads over rows lo..hi-1: (acc, running max, sum).
     # fp8: dequant = code * scale; the scalar scale goes on the scores and the output.
     q_nope, q_pe, q_scale = _q_to_f16(q_nope, q_pe)
@@ -414,17 +434,72 @@ def _attend_fp8(q_nope, q_pe, kv_ptr, kv_scale_ptr, lo, hi, qk_scale, stride_kv,
         s = tl.where(row_ok[None, :], s * q_scale[:, None] * score_scale, float("-inf"))  # log2 domain
         p, alpha, m_i, l_i = _online_softmax_step(s, m_i, l_i)
         # Read V again (L2, not HBM) rather than reuse k_nope: a load that feeds one
-        # product keeps its own operand layout and frees registers; measured 5-20%
-        # faster on the H200.
+        # product keeps its own operand layout and frees registers (5-20% faster on the
+        # H200, results/2026-11-29-h200-fp8-reload).
         v = _load_fp8_cols(tile_rows, 0, _TL_NOPE, ".cg")
         acc = tl.dot(p.to(tl.float16), v, acc=acc * alpha[:, None])
     return acc * kv_scale, m_i, l_i
 
 
 @triton.jit
-def _attend_mxfp4(q_nope, q_pe, kv_ptr, sc_ptr, lo, hi, qk_scale, stride_kv, stride_sr, stride_sc,
-                  BLOCK_N: tl.constexpr, DOT_DTYPE: tl.constexpr):
-    # As _attend_fp8, over MXFP4 rows decoded in registers (masked loads past hi).
+def _to_e4m3(x, EMULATE: tl.constexpr):
+    # fp32 (|x| < 448) to e4m3fn, rounding to nearest even. The interpreter's conversion
+    # mis-rounds values that round up into the next binade (e.g. 127.4 -> 64), so there x
+    # is first rounded onto the e4m3 grid in fp32, exactly, and then converted.
+    if EMULATE:
+        magnitude = tl.abs(x)
+        bits = magnitude.to(tl.int32, bitcast=True)
+        normal = (bits + 0x7FFFF + ((bits >> 20) & 1)) & -0x100000  # 3 mantissa bits, ties to even
+        subnormal = ((magnitude + 24576.0) - 24576.0).to(tl.int32, bitcast=True)  # step 2^-9 = ulp(24576)
+        rounded = tl.where(magnitude < 0.015625, subnormal, normal)
+        x = (rounded | (x.to(tl.int32, bitcast=True) & -0x80000000)).to(tl.float32, bitcast=True)
+    return x.to(tl.float8e4nv)
+
+
+@triton.jit
+def _head_e4m3_scale(amax):
+    # A power of two per head that puts its amax in [128, 256) (e4m3 reaches 448), and
+    # its inverse, both exact. A head of zeros gets 2^7; inf or NaN stays so.
+    amax_exponent = (amax.to(tl.int32, bitcast=True) >> 23) & 0xFF
+    scale_bits = tl.minimum(tl.maximum(261 - amax_exponent, 1), 253)
+    return (scale_bits << 23).to(tl.float32, bitcast=True), ((254 - scale_bits) << 23).to(tl.float32, bitcast=True)
+
+
+@triton.jit
+def _attend_fp8_e4m3(q_nope, q_pe, kv_ptr, kv_scale_ptr, lo, hi, qk_scale, stride_kv, BLOCK_N: tl.constexpr,
+                     EMULATE: tl.constexpr):
+    # As _attend_fp8_f16, multiplying fp8 by fp8: Q in e4m3 with a power-of-two scale per
+    # head (its inverse goes on the scores), P * 2^8 in e4m3 (P <= 1: the factor keeps
+    # small probabilities out of e4m3's subnormals; it comes off the output at the end).
+    qn = q_nope.to(tl.float32)
+    qp = q_pe.to(tl.float32)
+    q_scale, q_inverse = _head_e4m3_scale(tl.maximum(tl.max(tl.abs(qn), 1), tl.max(tl.abs(qp), 1)))
+    q_nope = _to_e4m3(qn * q_scale[:, None], EMULATE)
+    q_pe = _to_e4m3(qp * q_scale[:, None], EMULATE)
+    kv_scale = tl.load(kv_scale_ptr)
+    score_scale = qk_scale * kv_scale
+    m_i = tl.full([_TL_HEADS], float("-inf"), tl.float32)
+    l_i = tl.zeros([_TL_HEADS], tl.float32)
+    acc = tl.zeros([_TL_HEADS, _TL_NOPE], tl.float32)
+    for start in range(lo, hi, BLOCK_N):
+        row_ok = start + tl.arange(0, BLOCK_N) < hi
+        tile_rows = _fp8_tile_rows(kv_ptr, start, hi, stride_kv, BLOCK_N)
+        k_nope = tl.load(tile_rows + tl.arange(0, _TL_NOPE)[None, :])
+        k_pe = tl.load(tile_rows + _TL_NOPE + tl.arange(0, _TL_ROPE)[None, :])
+        s = tl.dot(q_pe, tl.trans(k_pe), acc=tl.dot(q_nope, tl.trans(k_nope)))
+        s = tl.where(row_ok[None, :], s * q_inverse[:, None] * score_scale, float("-inf"))  # log2 domain
+        p, alpha, m_i, l_i = _online_softmax_step(s, m_i, l_i)
+        v = tl.load(tile_rows + tl.arange(0, _TL_NOPE)[None, :], cache_modifier=".cg")
+        acc = tl.dot(_to_e4m3(p * 256.0, EMULATE), v, acc=acc * alpha[:, None])
+    return acc * (kv_scale * 0.00390625), m_i, l_i
+
+
+@triton.jit
+def _attend_mxfp4_bf16(q_nope, q_pe, kv_ptr, sc_ptr, lo, hi, qk_scale, stride_kv, stride_sr, stride_sc,
+                       BLOCK_N: tl.constexpr, EMULATE: tl.constexpr):
+    # As _attend_fp8_f16, over MXFP4 rows decoded in registers (masked loads past hi).
+    # The interpreter's bf16 dots are wrong (PROBLEM.md), its fp32 ones exact.
+    DOT_DTYPE: tl.constexpr = tl.float32 if EMULATE else tl.bfloat16
     q_nope, q_pe = q_nope.to(DOT_DTYPE), q_pe.to(DOT_DTYPE)
     m_i = tl.full([_TL_HEADS], float("-inf"), tl.float32)
     l_i = tl.zeros([_TL_HEADS], tl.float32)
@@ -445,14 +520,121 @@ def _attend_mxfp4(q_nope, q_pe, kv_ptr, sc_ptr, lo, hi, qk_scale, stride_kv, str
     return acc, m_i, l_i
 
 
+@triton.jit
+def _decode_e2m1(codes, scales, OUT_DTYPE: tl.constexpr):
+    # codes (BLOCK_N, 16 * blocks) bytes and scales (BLOCK_N, blocks) e8m0 bytes of whole
+    # 32-element blocks -> (even, odd) columns (BLOCK_N, 16 * blocks) of the values, by
+    # bit operations (any GPU, the interpreter). The values equal gfx950's convert's below:
+    # e2m1 times 2^k is exact in bf16.
+    BLOCK_N: tl.constexpr = codes.shape[0]
+    BLOCKS: tl.constexpr = scales.shape[1]
+    even, odd = _e2m1_pair_to_f32(codes.to(tl.uint32).reshape(BLOCK_N, BLOCKS, 16), _e8m0_to_f32(scales)[:, :, None])
+    return even.to(OUT_DTYPE).reshape(BLOCK_N, BLOCKS * 16), odd.to(OUT_DTYPE).reshape(BLOCK_N, BLOCKS * 16)
+
+
+@triton.jit
+def _bf16_pairs_to_columns(pairs0, pairs1, pairs2, pairs3):
+    # Four (rows, words) tensors of bf16 pairs, byte j of each word in pairs_j (low half:
+    # the even element) -> (even, odd) columns (rows, 4 * words), in column order.
+    ROWS: tl.constexpr = pairs0.shape[0]
+    COLUMNS: tl.constexpr = pairs0.shape[1] * 4
+    lo = [(p & 0xFFFF).to(tl.uint16).to(tl.bfloat16, bitcast=True) for p in (pairs0, pairs1, pairs2, pairs3)]
+    hi = [(p >> 16).to(tl.uint16).to(tl.bfloat16, bitcast=True) for p in (pairs0, pairs1, pairs2, pairs3)]
+    even = tl.join(tl.join(lo[0], lo[1]), tl.join(lo[2], lo[3])).reshape(ROWS, COLUMNS)
+    odd = tl.join(tl.join(hi[0], hi[1]), tl.join(hi[2], hi[3])).reshape(ROWS, COLUMNS)
+    return even, odd
+
+
+@triton.jit
+def _decode_e2m1_words_gfx950(words, scales):
+    # words (BLOCK_N, 4 * blocks) uint32, four code bytes each; scales (BLOCK_N, blocks)
+    # e8m0 bytes -> (even, odd) bf16 columns (BLOCK_N, 16 * blocks). gfx950's
+    # v_cvt_scalef32_pk_bf16_fp4 turns one byte of a register, chosen by op_sel (byte
+    # index 0-3, as LLVM encodes llvm.amdgcn.cvt.scalef32.pk.bf16.fp4), into two bf16
+    # (low half: the low nibble, the even element) times a scale: 4 instructions a word.
+    # The scale operand is the fp32 2^(s-127) built by a shift, as Triton's own upcast
+    # builds it (s = 0 gives +0.0 for 2^-127).
+    BLOCK_N: tl.constexpr = words.shape[0]
+    WORDS: tl.constexpr = words.shape[1]
+    scale_bits = tl.broadcast_to((scales.to(tl.uint32) << 23)[:, :, None], (BLOCK_N, WORDS // 4, 4))
+    pairs = tl.inline_asm_elementwise(
+        "v_cvt_scalef32_pk_bf16_fp4 $0, $4, $5\n"
+        "v_cvt_scalef32_pk_bf16_fp4 $1, $4, $5 op_sel:[1,0,0]\n"
+        "v_cvt_scalef32_pk_bf16_fp4 $2, $4, $5 op_sel:[0,1,0]\n"
+        "v_cvt_scalef32_pk_bf16_fp4 $3, $4, $5 op_sel:[1,1,0]",
+        "=&v,=&v,=&v,=&v,v,v", [words, scale_bits.reshape(BLOCK_N, WORDS)],
+        dtype=(tl.uint32, tl.uint32, tl.uint32, tl.uint32), is_pure=True, pack=1)
+    return _bf16_pairs_to_columns(pairs[0], pairs[1], pairs[2], pairs[3])
+
+
+@triton.jit
+def _scaled_scores(q_e4m3, codes, scales, EMULATE: tl.constexpr):
+    # q_e4m3 (16, 32 * blocks) . K^T for the MXFP4 rows codes (BLOCK_N, 16 * blocks),
+    # scales (BLOCK_N, blocks): tl.dot_scaled, or under the interpreter (which cannot run
+    # it) the same product over the decoded values in fp32.
+    if EMULATE:
+        even, odd = _decode_e2m1(codes, scales, tl.float32)
+        k = tl.join(even, odd).reshape(codes.shape[0], codes.shape[1] * 2)
+        return tl.dot(q_e4m3.to(tl.float32), tl.trans(k))
+    else:
+        return tl.dot_scaled(q_e4m3, None, "e4m3", tl.trans(codes), scales, "e2m1")
+
+
+@triton.jit
+def _attend_mxfp4_scaled(q_nope, q_pe, kv_ptr, sc_ptr, lo, hi, qk_scale, stride_kv, stride_sr, stride_sc,
+                         BLOCK_N: tl.constexpr, HW_CONVERT: tl.constexpr, EMULATE: tl.constexpr):
+    # Q.K^T over the 512 nope dims by dot_scaled (e4m3 Q with a power-of-two scale per
+    # head, e2m1 K with its block scales); the 64 rope dims and P.V in bf16 on decoded
+    # values. V stays as even and odd columns (two accumulators, interleaved once at the
+    # end), the rope dims are interleaved per tile (one dot: fewer instructions than two).
+    DOT_DTYPE: tl.constexpr = tl.float32 if EMULATE else tl.bfloat16
+    CONVERT: tl.constexpr = HW_CONVERT and not EMULATE  # the interpreter runs no assembly
+    qn = q_nope.to(tl.float32)
+    q_scale, q_inverse = _head_e4m3_scale(tl.max(tl.abs(qn), 1))
+    q_nope = _to_e4m3(qn * q_scale[:, None], EMULATE)
+    q_pe = q_pe.to(DOT_DTYPE)
+    m_i = tl.full([_TL_HEADS], float("-inf"), tl.float32)
+    l_i = tl.zeros([_TL_HEADS], tl.float32)
+    acc_even = tl.zeros([_TL_HEADS, _TL_NOPE // 2], tl.float32)
+    acc_odd = tl.zeros([_TL_HEADS, _TL_NOPE // 2], tl.float32)
+    for start in range(lo, hi, BLOCK_N):
+        row_ok = start + tl.arange(0, BLOCK_N) < hi
+        rows = tl.minimum(start + tl.arange(0, BLOCK_N), hi - 1)
+        row_codes = kv_ptr + rows.to(tl.int64)[:, None] * stride_kv
+        row_scales = sc_ptr + rows.to(tl.int64)[:, None] * stride_sr
+        codes = tl.load(row_codes + tl.arange(0, _TL_NOPE // 2)[None, :])
+        scales = tl.load(row_scales + tl.arange(0, _TL_NOPE // 32)[None, :] * stride_sc)
+        pe_scales = tl.load(row_scales + (tl.arange(0, _TL_ROPE // 32) + _TL_NOPE // 32)[None, :] * stride_sc)
+        if CONVERT:  # the rope and V bytes as 4-byte words (_mxfp4_operands checks alignment)
+            row_words = row_codes.to(tl.pointer_type(tl.uint32))
+            k_pe_even, k_pe_odd = _decode_e2m1_words_gfx950(
+                tl.load(row_words + (tl.arange(0, _TL_ROPE // 8) + _TL_NOPE // 8)[None, :]), pe_scales)
+        else:
+            pe_codes = tl.load(row_codes + (tl.arange(0, _TL_ROPE // 2) + _TL_NOPE // 2)[None, :])
+            k_pe_even, k_pe_odd = _decode_e2m1(pe_codes, pe_scales, DOT_DTYPE)
+        s = _scaled_scores(q_nope, codes, scales, EMULATE) * q_inverse[:, None]
+        k_pe = tl.join(k_pe_even, k_pe_odd).reshape(BLOCK_N, _TL_ROPE)
+        s = tl.dot(q_pe, tl.trans(k_pe), acc=s)
+        s = tl.where(row_ok[None, :], s * qk_scale, float("-inf"))  # log2 domain
+        p, alpha, m_i, l_i = _online_softmax_step(s, m_i, l_i)
+        if CONVERT:
+            v_even, v_odd = _decode_e2m1_words_gfx950(tl.load(row_words + tl.arange(0, _TL_NOPE // 8)[None, :]), scales)
+        else:
+            v_even, v_odd = _decode_e2m1(codes, scales, DOT_DTYPE)
+        p = p.to(DOT_DTYPE)
+        acc_even = tl.dot(p, v_even, acc=acc_even * alpha[:, None])
+        acc_odd = tl.dot(p, v_odd, acc=acc_odd * alpha[:, None])
+    return tl.join(acc_even, acc_odd).reshape(_TL_HEADS, _TL_NOPE), m_i, l_i
+
+
 @triton.jit(do_not_specialize=["total_q", "kv_rows", "num_splits"])
 def _mla_decode_kernel(
     q_ptr, kv_ptr, kv_scale_ptr, qo_indptr_ptr, kv_indptr_ptr, out_ptr,
     part_o_ptr, part_lse_ptr, counters_ptr,
     qk_scale, total_q, kv_rows, num_splits,
     stride_q_tok, stride_q_head, stride_kv, stride_sr, stride_sc, stride_o_tok, stride_o_head,
-    IS_MXFP4: tl.constexpr, SPLIT: tl.constexpr, COMBINE_IN_KERNEL: tl.constexpr, BLOCK_N: tl.constexpr,
-    MXFP4_DOT_DTYPE: tl.constexpr,
+    KV_FORM: tl.constexpr, SPLIT: tl.constexpr, COMBINE_IN_KERNEL: tl.constexpr, BLOCK_N: tl.constexpr,
+    EMULATE: tl.constexpr,
 ):
     split = tl.program_id(0)
     b = tl.program_id(1)
@@ -469,11 +651,18 @@ def _mla_decode_kernel(
     q_base = q_ptr + q_row.to(tl.int64) * stride_q_tok + heads[:, None] * stride_q_head
     q_nope = tl.load(q_base + tl.arange(0, _TL_NOPE)[None, :])
     q_pe = tl.load(q_base + _TL_NOPE + tl.arange(0, _TL_ROPE)[None, :])
-    if IS_MXFP4:
-        acc, m_i, l_i = _attend_mxfp4(q_nope, q_pe, kv_ptr, kv_scale_ptr, lo, hi, qk_scale, stride_kv, stride_sr,
-                                      stride_sc, BLOCK_N, MXFP4_DOT_DTYPE)
+    if KV_FORM == "fp8_f16":
+        acc, m_i, l_i = _attend_fp8_f16(q_nope, q_pe, kv_ptr, kv_scale_ptr, lo, hi, qk_scale, stride_kv, BLOCK_N)
+    elif KV_FORM == "fp8_e4m3":
+        acc, m_i, l_i = _attend_fp8_e4m3(q_nope, q_pe, kv_ptr, kv_scale_ptr, lo, hi, qk_scale, stride_kv, BLOCK_N,
+                                         EMULATE)
+    elif KV_FORM == "mxfp4_bf16":
+        acc, m_i, l_i = _attend_mxfp4_bf16(q_nope, q_pe, kv_ptr, kv_scale_ptr, lo, hi, qk_scale, stride_kv,
+                                           stride_sr, stride_sc, BLOCK_N, EMULATE)
     else:
-        acc, m_i, l_i = _attend_fp8(q_nope, q_pe, kv_ptr, kv_scale_ptr, lo, hi, qk_scale, stride_kv, BLOCK_N)
+        tl.static_assert(KV_FORM == "mxfp4_scaled" or KV_FORM == "mxfp4_scaled_cvt")
+        acc, m_i, l_i = _attend_mxfp4_scaled(q_nope, q_pe, kv_ptr, kv_scale_ptr, lo, hi, qk_scale, stride_kv,
+                                             stride_sr, stride_sc, BLOCK_N, KV_FORM == "mxfp4_scaled_cvt", EMULATE)
     o = acc / tl.where(l_i > 0, l_i, 1.0)[:, None]  # an empty range has acc = 0: zeros
     if SPLIT:
         part = b.to(tl.int64) * num_splits + split
@@ -784,7 +973,7 @@ class TritonRunner:
         else:
             kv, kv_scale = kv_data["fp8"]
         if self.tails is None:
-            self.tails = decode_tails(q, kv, kv_scale, self.kv_format == "mxfp4", self.sm_scale, self.scratch,
+            self.tails = decode_tails(q, kv, kv_scale, self.kv_format, self.sm_scale, self.scratch,
                                       self.launch)
         _launch_decode((q, kv, kv_scale, qo_indptr, kv_indptr, out), self.tails, self.launch)
         return out

@@ -1,6 +1,8 @@
 """Sweep of the Triton MXFP4 / fp8 decode kernels: correctness and device time per launch config.
 
 GPU:   python bench/kernel_sweep.py [--out DIR]       (writes DIR/kernel_sweep.json)
+       python bench/kernel_sweep.py --candidates      (every launch the autopick offers on this
+                                                      device and on the MI355X: DIR/kernel_candidates.json)
 Smoke: python bench/kernel_sweep.py --smoke          (CPU, Triton interpreter, tiny shapes:
                                                       proves the script runs end to end)
 ncu:   ncu --clock-control none -k regex:_mla_decode python bench/kernel_sweep.py --profile-best DIR/kernel_sweep.json
@@ -109,7 +111,7 @@ def compiled_kernel(fmt, problem_args, out, scratch, launch):
     q, buf, scale, qo, kvi = problem_args
     if fmt == "mxfp4":
         buf, scale = sub._mxfp4_operands(buf, scale, launch)
-    tails = sub.decode_tails(q, buf, scale, fmt == "mxfp4", SM_SCALE, scratch, launch)
+    tails = sub.decode_tails(q, buf, scale, fmt, SM_SCALE, scratch, launch)
     decode = sub.decode_calls((q, buf, scale, qo, kvi, out), tails, launch)[0]
     return decode.kernel[decode.grid](*decode.args, **decode.options)
 
@@ -220,11 +222,19 @@ def run_config(problem, fmt, launch, device, timed=True):
         err = (out.float() - problem.ref[fmt]).abs().max().item()
         return err if err == err else float("inf")
 
-    row = {"format": fmt, "batch": problem.batch, "kv_len": problem.length,
+    def relative_rms_error():
+        out.fill_(float("nan"))
+        call(0)
+        ref = problem.ref[fmt]
+        return ((out.float() - ref).pow(2).mean() / ref.pow(2).mean()).sqrt().item()
+
+    row = {"format": fmt, "form": sub.kernel_form(fmt, launch), "batch": problem.batch, "kv_len": problem.length,
            "num_splits": launch.num_splits, "block_n": launch.block_n, "num_warps": launch.num_warps,
-           "num_stages": launch.num_stages, "combine_in_kernel": launch.combine_in_kernel}
+           "num_stages": launch.num_stages, "combine_in_kernel": launch.combine_in_kernel,
+           "waves_per_eu": launch.waves_per_eu}
     try:
         err = error()
+        row["relative_rms_err"] = relative_rms_error()
         if timed:
             us = device_time_us(call, len(copies), device)
             err = max(err, error())  # again after many calls
@@ -256,7 +266,30 @@ def leaderboard_row(problem, fmt, launch, device):
 
 def launch_of(row):
     return TritonLaunch(row["num_splits"], row["block_n"], row["num_warps"], row["num_stages"],
-                        row["combine_in_kernel"])
+                        row["combine_in_kernel"], row.get("form", "").split("_", 1)[-1],
+                        row.get("waves_per_eu", 0))
+
+
+def candidate_launches(fmt, batch, length, device):
+    """Every launch the autopick offers here, then the MI355X's (its AMD-only option
+    dropped off ROCm), without repeats."""
+    num_sms, arch = sub._device_sms_and_arch(device)
+    here = sub.triton_launch_candidates(fmt, batch, length, num_sms, arch)
+    mi355x = sub.triton_launch_candidates(fmt, batch, length, 256, "gfx950")
+    if arch != "gfx950":  # the AMD option and gfx950's convert instruction stay on the MI355X
+        mi355x = [dataclasses.replace(launch, waves_per_eu=0,
+                                      form="scaled" if launch.form == "scaled_cvt" else launch.form)
+                  for launch in mi355x]
+    return list(dict.fromkeys(here + mi355x))
+
+
+def candidates_shape(problem, fmt, device, log):
+    """Device time and error of every candidate launch (--candidates)."""
+    rows = []
+    for launch in candidate_launches(fmt, problem.batch, problem.length, device):
+        rows.append(run_config(problem, fmt, launch, device))
+        log(rows[-1])
+    return rows
 
 
 def sweep_shape(problem, fmt, device, smoke, log):
@@ -298,6 +331,8 @@ def main():
     parser.add_argument("--smoke", action="store_true")
     parser.add_argument("--out", default=os.environ.get("OUT", str(ROOT / "results")))
     parser.add_argument("--no-precompile", action="store_true")
+    parser.add_argument("--candidates", action="store_true",
+                        help="instead of the sweep: every launch the autopick offers here and on the MI355X")
     parser.add_argument("--profile-best", metavar="JSON",
                         help="run once each best config of the largest shape in JSON (for ncu) and exit")
     args = parser.parse_args()
@@ -306,6 +341,9 @@ def main():
         return
     device = torch.device("cpu" if args.smoke else "cuda")
     shapes = SMOKE_SHAPES if args.smoke else BENCHMARK_SHAPES
+    if args.candidates:
+        run_candidates(shapes, device, args)
+        return
     if not args.no_precompile:  # the smoke run only proves the worker pool works
         jobs = [job + (device.type,) for job in all_compile_configs()]
         precompile(jobs[:2] if args.smoke else jobs)
@@ -335,6 +373,35 @@ def main():
             torch.cuda.empty_cache()
         path.write_text(json.dumps(results, indent=1))  # after every shape: a timeout keeps what ran
     print_table(results)
+    print(f"wrote {path}")
+
+
+def run_candidates(shapes, device, args):
+    results = {"device": torch.cuda.get_device_name() if device.type == "cuda" else "cpu (interpreter)",
+               "torch": torch.__version__, "triton": triton.__version__,
+               "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "rows": []}
+    Path(args.out).mkdir(parents=True, exist_ok=True)
+    path = Path(args.out) / ("kernel_candidates_smoke.json" if args.smoke else "kernel_candidates.json")
+    if not args.no_precompile:  # each kernel once (the split count is not specialized: 1 or 2 stand for all)
+        jobs = {(fmt, dataclasses.replace(launch, num_splits=min(launch.num_splits, 2)), device.type)
+                for batch, length in shapes for fmt in FORMATS
+                for launch in candidate_launches(fmt, batch, length, device)}
+        precompile(sorted(jobs, key=str))
+    for batch, length in shapes:
+        kv_bytes = batch * length * (288 + 18)
+        problem = Problem(batch, length, device, 1 if args.smoke else max(1, min(64, math.ceil(3 * L2_BYTES / kv_bytes))))
+        for fmt in FORMATS:
+            results["rows"] += candidates_shape(problem, fmt, device, lambda row: None)
+        del problem
+        if device.type == "cuda":
+            torch.cuda.empty_cache()
+        path.write_text(json.dumps(results, indent=1))
+    print(f"{'fmt':5} {'shape':>10} {'form':>18} {'s,bn,w,st':>12} {'dev us':>8} {'%roof':>6} {'max err':>8} {'rel rms':>8}")
+    for r in results["rows"]:
+        cfg = f"{r['num_splits']},{r['block_n']},{r['num_warps']},{r['num_stages']}{',ik' if r['combine_in_kernel'] else ''}"
+        print(f"{r['format']:5} {r['batch']:>4}x{r['kv_len']:<5} {r['form']:>18} {cfg:>12} {r['device_us']:8.1f} "
+              f"{r.get('roofline_pct', float('nan')):6.1f} {r.get('max_abs_err', float('nan')):8.4f} "
+              f"{r.get('relative_rms_err', float('nan')):8.4f}" + (f"  {r['error']}" if "error" in r else ""))
     print(f"wrote {path}")
 
 

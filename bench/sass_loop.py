@@ -20,7 +20,6 @@ import tempfile
 from pathlib import Path
 
 import triton
-import triton.language as tl
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 
@@ -38,9 +37,9 @@ def compile_kernel(kv_format: str, launch: sub.TritonLaunch):
     types = dict(POINTERS, kv_ptr="*u8" if is_mxfp4 else "*fp8e4nv", qk_scale="fp32")
     if is_mxfp4:
         types["kv_scale_ptr"] = "*u8"
-    constants = {"IS_MXFP4": is_mxfp4, "SPLIT": launch.num_splits > 1,
+    constants = {"KV_FORM": sub.kernel_form(kv_format, launch), "SPLIT": launch.num_splits > 1,
                  "COMBINE_IN_KERNEL": launch.combine_in_kernel, "BLOCK_N": launch.block_n,
-                 "MXFP4_DOT_DTYPE": tl.bfloat16}
+                 "EMULATE": False}
     signature = {n: "constexpr" if n in constants else types.get(n, "i32") for n in names}
     aligned = [n for n in names if n in POINTERS or n == "kv_ptr"
                or n in ("stride_q_tok", "stride_q_head", "stride_kv", "stride_o_tok", "stride_o_head")]

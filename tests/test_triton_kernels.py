@@ -17,8 +17,19 @@ subnormal ulp (2^-133) for the bottom of the e8m0 range. The fp8 kernel's operan
 fp16, as on the GPU: Q (power-of-two scaled) and K, V are exact there, P is rounded to
 fp16, each weight by at most 2^-11 of itself (normal range) or 2^-25 (subnormal), so
 the output moves by at most p_rounding = (2^-11 + n * 2^-25) * max|V| for n tokens.
+
+The CDNA4 forms (fp8 "e4m3", MXFP4 "scaled" / "scaled_cvt") quantize Q to e4m3 in the
+kernel, with a power-of-two scale per head (amax into [128, 256)): their reference is the
+same attention on that quantized Q (q_e4m3 below, written from the rule, rounding by
+torch's own e4m3 conversion), so the bounds above still hold for the MXFP4 forms, whose
+other operands are exact under the interpreter. The fp8 "e4m3" form also rounds P * 2^8
+to e4m3: each weight moves by at most 2^-4 of itself, or 2^-18 in e4m3's subnormal range,
+so output element j moves by at most 2^-4 * A_j + n * 2^-18 * max|V| (A_j: the same
+attention over |V|); those roundings are independent and zero-mean, so the relative RMS
+error stays under their RMS, 2^-4 / sqrt(3) = 3.6%, which is checked too.
 """
 import concurrent.futures
+import dataclasses
 import multiprocessing
 import os
 
@@ -111,12 +122,32 @@ def attention_ref(q, kv, qo_indptr, kv_indptr):
     return out
 
 
+def attention_abs_v(q, kv, qo_indptr, kv_indptr):
+    """attention_ref's weights over |V|: A_j, the scale of the e4m3 P rounding's bound."""
+    kv_abs = kv.clone()
+    kv_abs[:, :512] = kv_abs[:, :512].abs()
+    return attention_ref(q, kv_abs, qo_indptr, kv_indptr)
+
+
+def q_e4m3(q, dims):
+    """Q as the CDNA4 forms see it: the first `dims` columns of each head scaled by the
+    power of two that puts their amax in [128, 256), rounded to e4m3 (nearest, ties to
+    even, by torch), scaled back; float64. The other columns stay exact."""
+    q = q.double().clone()
+    part = q[..., :dims]
+    exponent = torch.floor(torch.log2(part.abs().amax(-1, keepdim=True).clamp(min=2.0 ** -126)))
+    scale = torch.exp2((7 - exponent).clamp(-126, 126))
+    q[..., :dims] = (part * scale).float().to(torch.float8_e4m3fn).double() / scale
+    return q
+
+
 def fp16_p_rounding(v, n_tokens):
     """The fp8 kernel's largest output change from rounding P to fp16 (module docstring)."""
     return (2.0 ** -11 + n_tokens * 2.0 ** -25) * v.abs().max().item()
 
 
 def assert_close(out, ref, p_rounding=0.0):
+    """p_rounding: a number, or a tensor of per-element bounds."""
     out = out.double()
     assert torch.isfinite(out).all(), "non-finite output (or an unwritten row)"
     slack = 1e-5 * ref.abs().max().item() + 2.0 ** -133 + p_rounding
@@ -181,6 +212,92 @@ def test_fp8_matches_fp64_attention(lengths, launch):
     assert_close(run_fp8(q, buf, scale, qo, kv_indptr, launch), ref, fp16_p_rounding(kv[:, :512], max(lengths)))
 
 
+# The CDNA4 forms on the same lengths, splits and merges, at the tiles they are offered with.
+SCALED_CASES = [(n, dataclasses.replace(launch, form=form)) for (n, launch), form
+                in zip(MXFP4_CASES, ["scaled", "scaled_cvt"] * 3)]
+E4M3_CASES = [(n, dataclasses.replace(launch, form="e4m3", block_n=bn, num_stages=1))
+              for (n, launch), bn in zip(FP8_CASES, [64, 32, 64, 32, 64, 32])]
+
+
+@pytest.mark.parametrize("lengths,launch", SCALED_CASES)
+def test_mxfp4_scaled_forms_match_fp64_attention_on_e4m3_q(lengths, launch):
+    """dot_scaled is emulated under the interpreter (decode + fp32 dot), and scaled_cvt's
+    hardware convert by the bit decode; everything but Q's e4m3 rounding is exact."""
+    gen = torch.Generator().manual_seed(sum(lengths) + launch.num_splits)
+    qo, kv_indptr = make_indptr(lengths)
+    buf, scales = make_mxfp4(int(kv_indptr[-1]), 122, 130, padded=launch.num_splits % 2 == 0, gen=gen)
+    q = torch.randn(len(lengths), 16, 576, generator=gen).bfloat16()
+    ref = attention_ref(q_e4m3(q, 512), dequant_mxfp4(buf, scales), qo, kv_indptr)
+    assert_close(run_mxfp4(q, buf, scales, qo, kv_indptr, launch), ref)
+
+
+def assert_e4m3_p_close(out, q, kv, qo, kv_indptr):
+    """The fp8 e4m3 form against attention on its e4m3 Q: the P rounding's bounds."""
+    ref = attention_ref(q_e4m3(q, 576), kv, qo, kv_indptr)
+    n_tokens = int((kv_indptr[1:] - kv_indptr[:-1]).max())
+    bound = 2.0 ** -4 * attention_abs_v(q_e4m3(q, 576), kv, qo, kv_indptr) + n_tokens * 2.0 ** -18 * kv[:, :512].abs().max()
+    assert_close(out, ref, bound)
+    written = ref.abs().sum((1, 2)) > 0
+    relative_rms = ((out.double() - ref)[written].pow(2).mean() / ref[written].pow(2).mean()).sqrt().item()
+    assert relative_rms <= 2.0 ** -4 / 3 ** 0.5, relative_rms
+
+
+@pytest.mark.parametrize("lengths,launch", E4M3_CASES)
+def test_fp8_e4m3_form_matches_fp64_attention_on_e4m3_q(lengths, launch):
+    gen = torch.Generator().manual_seed(sum(lengths) + launch.num_splits)
+    qo, kv_indptr = make_indptr(lengths)
+    buf, scale, kv = make_fp8(int(kv_indptr[-1]), gen)
+    q = torch.randn(len(lengths), 16, 576, generator=gen).bfloat16()
+    assert_e4m3_p_close(run_fp8(q, buf, scale, qo, kv_indptr, launch), q, kv, qo, kv_indptr)
+
+
+def test_fp8_e4m3_form_is_exact_where_p_is():
+    """Q zero on the nope dims and one rope row for all tokens: every score is equal,
+    every P is 1 (exact in e4m3 after * 2^8), so the output is the mean of V to fp32
+    rounding: a wrong V row, column or scale shows at once."""
+    gen = torch.Generator().manual_seed(29)
+    lengths = [5, 70, 130]
+    qo, kv_indptr = make_indptr(lengths)
+    buf, scale, kv = make_fp8(int(kv_indptr[-1]), gen)
+    buf[:, :, 512:] = buf[0, :, 512:]
+    kv[:, 512:] = kv[0, 512:]
+    q = torch.randn(3, 16, 576, generator=gen)
+    q[:, :, :512] = 0
+    q = q.bfloat16()
+    ref = attention_ref(q, kv, qo, kv_indptr)
+    assert torch.allclose(ref[1], kv[5:75, :512].mean(0).expand(16, 512), atol=1e-12)
+    assert_close(run_fp8(q, buf, scale, qo, kv_indptr, L(3, 64, 4, 1, form="e4m3")), ref)
+
+
+def test_e4m3_rounding_under_the_interpreter_is_torchs():
+    """The interpreter's own fp32 -> e4m3 conversion mis-rounds at binade tops; the
+    kernels round first (_to_e4m3). Every e4m3 value, the midpoints between neighbours
+    (ties to even), and random values, positive and negative, must match torch."""
+    grid = torch.arange(0, 127, dtype=torch.uint8).view(torch.float8_e4m3fn).float()
+    midpoints = (grid[1:] + grid[:-1]) / 2
+    x = torch.cat([grid, midpoints, torch.rand(4096, generator=torch.Generator().manual_seed(3)) * 440])
+    x = torch.cat([x, -x])
+    got = _start_worker().submit(_round_e4m3_in_worker, x).result()
+    assert torch.equal(got.view(torch.uint8), x.to(torch.float8_e4m3fn).view(torch.uint8))
+
+
+def _round_e4m3_in_worker(x):
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def kernel(x_ptr, y_ptr, N: tl.constexpr):
+        offsets = tl.arange(0, N)
+        tl.store(y_ptr + offsets, sub._to_e4m3(tl.load(x_ptr + offsets), True))
+
+    n = triton.next_power_of_2(x.numel())
+    padded = torch.zeros(n)
+    padded[:x.numel()] = x
+    y = torch.empty(n, dtype=torch.float8_e4m3fn)
+    kernel[(1,)](padded, y, n)
+    return y[:x.numel()]
+
+
 def test_fp8_many_splits_combine():
     """40 splits: the combine kernel pads them to 64 (masked) and takes 128 columns a
     program; splits past a short sequence's end are empty and must weigh nothing."""
@@ -213,16 +330,27 @@ def test_fp8_query_scaling_reaches_the_bf16_range():
     assert torch.allclose(ref[0, 5:10], mean_v.expand(5, 512), atol=1e-9)  # flat softmax
     assert any(torch.allclose(ref[0, 0], row, atol=1e-9) for row in v[:37, :512])  # one-hot
     assert_close(run_fp8(q, buf, scale, qo, kv_indptr, L(2, 32, 4, 2)), ref, fp16_p_rounding(v[:, :512], 64))
+    # The e4m3 form scales each head into e4m3's range the same way.
+    assert_e4m3_p_close(run_fp8(q, buf, scale, qo, kv_indptr, L(2, 64, 4, 1, form="e4m3")), q, v, qo, kv_indptr)
 
 
-def test_mxfp4_dtype_spellings_and_layouts_agree():
+MXFP4_FORMS = sub.KERNEL_FORMS["mxfp4"]
+
+
+def mxfp4_query(q, form):
+    """What the form's kernel multiplies: Q, or Q with its nope dims in e4m3."""
+    return q if form == "bf16" else q_e4m3(q, 512)
+
+
+@pytest.mark.parametrize("form", MXFP4_FORMS)
+def test_mxfp4_dtype_spellings_and_layouts_agree(form):
     """fp4x2 + e8m0 dtypes, a 2D buffer, and column-major scales read the same bytes."""
     gen = torch.Generator().manual_seed(7)
     qo, kv_indptr = make_indptr([31, 40])
     buf, scales = make_mxfp4(71, 120, 132, gen=gen)
     q = torch.randn(2, 16, 576, generator=gen).bfloat16()
-    ref = attention_ref(q, dequant_mxfp4(buf, scales), qo, kv_indptr)
-    launch = L(2, 32, 4, 2)
+    ref = attention_ref(mxfp4_query(q, form), dequant_mxfp4(buf, scales), qo, kv_indptr)
+    launch = L(2, 32, 4, 2, form=form)
     fp4 = buf.view(torch.float4_e2m1fn_x2)
     e8m0 = scales.view(torch.float8_e8m0fnu)
     column_major = scales.t().contiguous().t()
@@ -231,7 +359,8 @@ def test_mxfp4_dtype_spellings_and_layouts_agree():
         assert_close(run_mxfp4(q, b, s, qo, kv_indptr, launch), ref)
 
 
-def test_mxfp4_bottom_of_e8m0_range():
+@pytest.mark.parametrize("form", MXFP4_FORMS)
+def test_mxfp4_bottom_of_e8m0_range(form):
     """s = 0 means 2^-127, an fp32 subnormal: flushing it would give zeros. Length-1
     sequences make out = V exactly; magnitude codes >= 4 (2, 3, 4, 6) keep every
     product at or above 2^-126, because the interpreter's own fp32 -> bf16 store
@@ -244,11 +373,12 @@ def test_mxfp4_bottom_of_e8m0_range():
     q = torch.randn(2, 16, 576, generator=gen).bfloat16()
     ref = attention_ref(q, dequant_mxfp4(buf, scales), qo, kv_indptr)
     assert ref[0].abs().min() == 2.0 ** -126 and ref.abs().max() < 2.0 ** -122
-    out = run_mxfp4(q, buf, scales, qo, kv_indptr, L(2, 32, 4, 2))
+    out = run_mxfp4(q, buf, scales, qo, kv_indptr, L(2, 32, 4, 2, form=form))
     assert torch.equal(out.double(), ref)
 
 
-def test_mxfp4_top_of_e8m0_range():
+@pytest.mark.parametrize("form", MXFP4_FORMS)
+def test_mxfp4_top_of_e8m0_range(form):
     """Scales up to s = 254 (2^127) in V's blocks stay finite where fp32 does; q is zero
     over those blocks so the scores stay finite. Magnitude codes are capped where the
     product would overflow fp32 (2 * 2^127), as an fp32 reference would."""
@@ -260,20 +390,21 @@ def test_mxfp4_top_of_e8m0_range():
     buf[0, 0, 128:144] &= 0xBB  # row 0, block 8: magnitude codes <= 3 (<= 1.5 * 2^127)
     q = torch.randn(2, 16, 576, generator=gen).bfloat16()
     q[:, :, 128:288] = 0
-    ref = attention_ref(q, dequant_mxfp4(buf, scales), qo, kv_indptr)
+    ref = attention_ref(mxfp4_query(q, form), dequant_mxfp4(buf, scales), qo, kv_indptr)
     assert ref.abs().max() > 2.0 ** 126
-    assert_close(run_mxfp4(q, buf, scales, qo, kv_indptr, L(2, 32, 4, 2)), ref)
+    assert_close(run_mxfp4(q, buf, scales, qo, kv_indptr, L(2, 32, 4, 2, form=form)), ref)
 
 
-def test_bad_indptr_is_clamped_to_the_buffer():
+@pytest.mark.parametrize("form", MXFP4_FORMS)
+def test_bad_indptr_is_clamped_to_the_buffer(form):
     """kv_indptr past the buffer end reads only the buffer; a decreasing one is empty."""
     gen = torch.Generator().manual_seed(17)
     buf, scales = make_mxfp4(50, 124, 130, gen=gen)
     q = torch.randn(3, 16, 576, generator=gen).bfloat16()
     qo = torch.arange(4, dtype=torch.int32)
     kv_indptr = torch.tensor([0, 40, 1000, 30], dtype=torch.int32)
-    ref = attention_ref(q, dequant_mxfp4(buf, scales), qo, kv_indptr)
-    out = run_mxfp4(q, buf, scales, qo, kv_indptr, L(3, 32, 4, 2))
+    ref = attention_ref(mxfp4_query(q, form), dequant_mxfp4(buf, scales), qo, kv_indptr)
+    out = run_mxfp4(q, buf, scales, qo, kv_indptr, L(3, 32, 4, 2, form=form))
     assert_close(out, ref)
     assert (out[2] == 0).all() and (out[1] != 0).any()
 
@@ -286,13 +417,13 @@ def test_kv_row_stride_too_large_for_32_bit_tile_offsets():
     scratch = sub.make_triton_scratch(1, L(1, 32, 4, 3), "meta")
     wide = torch.empty((2, 1, 576), dtype=torch.float8_e4m3fn, device="meta").as_strided((2, 1, 576), (2 ** 26, 576, 1))
     with pytest.raises(ValueError, match="stride"):
-        sub.decode_tails(q, wide, None, False, SM_SCALE, scratch, L(1, 32, 4, 3))
+        sub.decode_tails(q, wide, None, "fp8", SM_SCALE, scratch, L(1, 32, 4, 3))
     narrow = wide.as_strided((2, 1, 576), (2 ** 26 - 1, 576, 1))
-    assert sub.decode_tails(q, narrow, None, False, SM_SCALE, scratch, L(1, 32, 4, 3))[1] is None
+    assert sub.decode_tails(q, narrow, None, "fp8", SM_SCALE, scratch, L(1, 32, 4, 3))[1] is None
     # the MXFP4 kernel's row offsets are 64-bit: the same stride is served
     wide_fp4 = torch.empty((2, 1, 288), dtype=torch.uint8, device="meta").as_strided((2, 1, 288), (2 ** 26, 288, 1))
     scales = torch.empty((2, 18), dtype=torch.uint8, device="meta")
-    assert sub.decode_tails(q, wide_fp4, scales, True, SM_SCALE, scratch, L(1, 32, 4, 3))[1] is None
+    assert sub.decode_tails(q, wide_fp4, scales, "mxfp4", SM_SCALE, scratch, L(1, 32, 4, 3))[1] is None
 
 
 def test_mxfp4_rejects_block_n_16():
@@ -311,17 +442,30 @@ MEASURED_BEST = {(4, 1024): (16, 64, 8), (4, 8192): (64, 32, 4), (32, 1024): (8,
 
 
 def test_launch_candidates():
-    for fmt, stages in (("mxfp4", 1), ("fp8", 3)):
+    for fmt, form, stages in (("mxfp4", "bf16", 1), ("fp8", "f16", 3)):
         for (batch, length), best in MEASURED_BEST.items():
-            cands = sub.triton_launch_candidates(fmt, batch, length, 132)
-            assert cands[0] == L(*best, stages), (fmt, batch, length)
+            cands = sub.triton_launch_candidates(fmt, batch, length, 132, "sm_90")
+            assert cands[0] == L(*best, stages, form=form), (fmt, batch, length)
             # the one-launch form of the first candidate is timed too, wherever it splits
-            assert (L(*best, stages, True) in cands) == (best[0] > 1)
+            assert (L(*best, stages, True, form=form) in cands) == (best[0] > 1)
+            # and the CDNA4 form at the leading split count
+            other = [c for c in cands if c.form != form]
+            assert len(other) == 1 and other[0].num_splits == best[0] and other[0].waves_per_eu == 0
         for batch, length in ((1, 1), (3, 300), (1000, 50), (4, 1 << 20)):
             cands = sub.triton_launch_candidates(fmt, batch, length, 132)
-            assert cands and len(cands) <= 6 and len(set(cands)) == len(cands)
+            assert cands and len(cands) <= 7 and len(set(cands)) == len(cands)
             for c in cands:
                 assert 1 <= c.num_splits <= 64 and c.block_n in (32, 64) and c.num_warps in (4, 8)
                 assert c.num_splits == 1 or length // c.num_splits >= 64
     with pytest.raises(ValueError):
         sub.triton_launch_candidates("bf16", 4, 1024, 132)
+
+
+def test_launch_candidates_on_gfx950():
+    """The MI355X gets only the CDNA4 forms (the others run at one wave a SIMD there, see
+    bench/gfx950_report.py), with the AMD occupancy hint; 256 CUs set the splits."""
+    for fmt, form in (("fp8", "e4m3"), ("mxfp4", "scaled_cvt")):
+        for (batch, length) in MEASURED_BEST:
+            cands = sub.triton_launch_candidates(fmt, batch, length, 256, "gfx950")
+            assert {c.form for c in cands} == {form} and all(c.waves_per_eu >= 2 for c in cands)
+            assert cands[0].num_splits == min(64, max(1, 512 // batch), length // 64)
