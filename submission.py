@@ -1010,8 +1010,206 @@ class TritonRoute:
 
 
 # =====================================================================================
+# Q quantizer for a8w8: bf16 -> fp8 per tensor in two launches, no host sync. Its bytes
+# and scale equal reference.quantize_fp8's, which computes in bfloat16: amax = max|q|
+# (exact), clamped to >= 1e-12; scale = amax / fp8_max rounded to bf16; q / scale as an
+# fp32 division rounded to fp32, then to bf16; clamped to +-fp8_max; cast to fp8 (nearest,
+# ties to even). The kernels repeat every rounding with integer ops where they can, so the
+# bytes are the same on every backend and in the interpreter (whose own bf16 and fp8 casts
+# truncate or round ties away): bf16 in and out through its bits, the division by div_rn
+# (IEEE rounding; Triton's `/` may be approximate), the fp8 byte assembled from the bits.
+#   Launch 1: each program writes the largest |q| of its blocks (as fp32 bits: for
+#             non-negative floats the integer order is the float order, and NaN's bits are
+#             above inf's, so an integer max propagates NaN) to a partials buffer.
+#   Launch 2: each program reduces all partials, computes the scale (program 0 stores it)
+#             and quantizes its blocks.
+# Scratch (partials, the fp8 Q, the scale) is shape-only: allocated once per plan by the
+# aiter route, written in full by every call before it is read.
+# =====================================================================================
+Q_FP8_BLOCK = 4096          # elements a program handles per step
+Q_FP8_MAX_PARTIALS = 1024   # programs per launch at most; beyond, a program takes several blocks
+# The reference's lower bound on amax, as its clamp rounds it: bf16(1e-12), as fp32 bits.
+_Q_FP8_AMAX_FLOOR_BITS = int(torch.zeros((), dtype=torch.bfloat16).clamp(min=1e-12)
+                             .float().view(torch.int32))
+# fp8 format -> (exponent bias, NaN byte, has a negative zero). e4m3fn's NaN is 0x7F with
+# either sign (the byte written here is 0x7F); e4m3fnuz's only NaN is 0x80, and it has no -0.
+_Q_FP8_FORMATS = {torch.float8_e4m3fn: (7, 0x7F, True), torch.float8_e4m3fnuz: (8, 0x80, False)}
+# Decided at import, as Triton decides interpret-or-compile at decoration time.
+_Q_FP8_INTERPRETED = os.environ.get("TRITON_INTERPRET") == "1"
+
+
+@triton.jit
+def _bf16_bits_to_f32(bits16):
+    # Exact, subnormals included (the interpreter's bf16 -> fp32 cast flushes them).
+    return (bits16.to(tl.int32) << 16).to(tl.float32, bitcast=True)
+
+
+@triton.jit
+def _q_abs_bits(q_ptr, offs, n):
+    # |q| as fp32 bits; 0 past the end.
+    bits16 = tl.load(q_ptr + offs, mask=offs < n, other=0.0).to(tl.int16, bitcast=True)
+    return (bits16 & 0x7FFF).to(tl.int32) << 16
+
+
+@triton.jit
+def _round_to_bf16(x):
+    """x >= 0 (or NaN) rounded to the nearest bf16, ties to even; kept in fp32."""
+    bits = x.to(tl.int32, bitcast=True)
+    rounded = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16) << 16
+    return tl.where(x != x, x, rounded.to(tl.float32, bitcast=True))
+
+
+@triton.jit
+def _e4m3_magnitude_code(y, BIAS: tl.constexpr, NAN_CODE: tl.constexpr):
+    """The low 7 bits (exponent, mantissa) of the e4m3 byte nearest to y, ties to even;
+    y in [0, fp8 max] and a bf16 value held in fp32, or NaN (-> NAN_CODE)."""
+    bits = y.to(tl.int32, bitcast=True)
+    exponent = bits >> 23
+    # Normal results: rebias the exponent, drop 20 of the 23 mantissa bits (a carry
+    # into the exponent is the right result).
+    rebased = bits - ((127 - BIAS) << 23)
+    normal = (rebased + 0x7FFFF + ((rebased >> 20) & 1)) >> 20
+    # Subnormal results: the 24-bit significand in units of 2^(-BIAS-2), the fp8 step;
+    # rounding up to 8 gives the smallest normal code, as it should.
+    significand = (bits & 0x7FFFFF) | tl.where(exponent > 0, 0x800000, 0)
+    shift = tl.minimum(148 - BIAS - tl.maximum(exponent, 1), 31)
+    shift = tl.maximum(shift, 21)
+    half_minus_one = (tl.full(shift.shape, 1, tl.int32) << (shift - 1)) - 1
+    subnormal = (significand + half_minus_one + ((significand >> shift) & 1)) >> shift
+    code = tl.where(exponent >= 128 - BIAS, normal, subnormal)
+    return tl.where(y != y, NAN_CODE, code)
+
+
+@triton.jit
+def _q_abs_max_partials_kernel(q_ptr, partials_ptr, n, blocks_per_program, BLOCK: tl.constexpr):
+    first = tl.program_id(0).to(tl.int64) * blocks_per_program * BLOCK
+    largest = tl.zeros([BLOCK], dtype=tl.int32)
+    for block in range(blocks_per_program):
+        offs = first + block * BLOCK + tl.arange(0, BLOCK)
+        largest = tl.maximum(largest, _q_abs_bits(q_ptr, offs, n))
+    tl.store(partials_ptr + tl.program_id(0), tl.max(largest, axis=0))
+
+
+@triton.jit
+def _q_fp8_quantize_kernel(q_ptr, partials_ptr, out_ptr, scale_ptr, n, num_partials, blocks_per_program,
+                           AMAX_FLOOR_BITS: tl.constexpr, FP8_MAX: tl.constexpr, BIAS: tl.constexpr,
+                           NAN_CODE: tl.constexpr, NEGATIVE_ZERO: tl.constexpr, BLOCK: tl.constexpr,
+                           MAX_PARTIALS: tl.constexpr):
+    slots = tl.arange(0, MAX_PARTIALS)
+    amax_bits = tl.max(tl.load(partials_ptr + slots, mask=slots < num_partials, other=0), axis=0)
+    amax = tl.maximum(amax_bits, AMAX_FLOOR_BITS).to(tl.float32, bitcast=True)
+    scale = _round_to_bf16(tl.math.div_rn(amax, tl.full([], FP8_MAX, tl.float32)))
+    if tl.program_id(0) == 0:
+        tl.store(scale_ptr, scale)
+    first = tl.program_id(0).to(tl.int64) * blocks_per_program * BLOCK
+    for block in range(blocks_per_program):
+        offs = first + block * BLOCK + tl.arange(0, BLOCK)
+        bits16 = tl.load(q_ptr + offs, mask=offs < n, other=0.0).to(tl.int16, bitcast=True)
+        magnitude = _bf16_bits_to_f32(bits16 & 0x7FFF)
+        y = _round_to_bf16(tl.math.div_rn(magnitude, scale))
+        # The reference's clamp: bf16 inputs never pass fp8_max by more than the scale's
+        # rounding (2^-8), which rounds back to fp8_max anyway.
+        code = _e4m3_magnitude_code(tl.where(y > FP8_MAX, FP8_MAX, y), BIAS, NAN_CODE)
+        signed = (bits16 < 0) & (code != NAN_CODE)
+        if not NEGATIVE_ZERO:
+            signed = signed & (code != 0)
+        byte = code | tl.where(signed, 0x80, 0)
+        tl.store(out_ptr + offs, byte.to(tl.uint8), mask=offs < n)
+
+
+@dataclasses.dataclass(frozen=True)
+class QFp8Scratch:
+    """Shape-only state of the quantizer for one Q shape and fp8 format."""
+    q_fp8: torch.Tensor        # the quantized Q, Q's shape, the fp8 dtype
+    q_fp8_bytes: torch.Tensor  # the same memory as uint8 (flat), which the kernels write
+    scale: torch.Tensor        # (1,) float32: the dequantization scale aiter takes
+    partials: torch.Tensor     # (programs,) int32: each program's max |q| as fp32 bits
+    programs: int
+    blocks_per_program: int
+    block: int
+    max_partials: int          # a power of two >= programs: the second launch's reduction width
+
+
+def make_q_fp8_scratch(q_shape, fp8_dtype, device, block: int = Q_FP8_BLOCK,
+                       max_partials: int = Q_FP8_MAX_PARTIALS) -> QFp8Scratch:
+    _require(fp8_dtype in _Q_FP8_FORMATS, TypeError,
+             f"fp8_dtype must be one of {[str(d) for d in _Q_FP8_FORMATS]}, got {fp8_dtype}")
+    _require(max_partials & (max_partials - 1) == 0 and block & (block - 1) == 0, ValueError,
+             f"block ({block}) and max_partials ({max_partials}) must be powers of two")
+    numel = 1
+    for size in q_shape:
+        numel *= size
+    blocks = triton.cdiv(numel, block)
+    blocks_per_program = triton.cdiv(blocks, max_partials)
+    programs = triton.cdiv(blocks, blocks_per_program)
+    q_fp8 = torch.empty(q_shape, dtype=fp8_dtype, device=device)
+    return QFp8Scratch(q_fp8=q_fp8, q_fp8_bytes=q_fp8.view(torch.uint8).view(-1),
+                       scale=torch.empty(1, dtype=torch.float32, device=device),
+                       partials=torch.empty(programs, dtype=torch.int32, device=device),
+                       programs=programs, blocks_per_program=blocks_per_program, block=block,
+                       max_partials=max_partials)
+
+
+def q_fp8_calls(q, scratch: QFp8Scratch) -> list[KernelCall]:
+    """The two launches that quantize the contiguous bf16 `q` into `scratch`."""
+    bias, nan_code, negative_zero = _Q_FP8_FORMATS[scratch.q_fp8.dtype]
+    grid = (scratch.programs,)
+    return [
+        KernelCall(_q_abs_max_partials_kernel, grid,
+                   (q, scratch.partials, q.numel(), scratch.blocks_per_program, scratch.block),
+                   dict(num_warps=4)),
+        KernelCall(_q_fp8_quantize_kernel, grid,
+                   (q, scratch.partials, scratch.q_fp8_bytes, scratch.scale, q.numel(), scratch.programs,
+                    scratch.blocks_per_program, _Q_FP8_AMAX_FLOOR_BITS,
+                    torch.finfo(scratch.q_fp8.dtype).max, bias, nan_code, negative_zero, scratch.block,
+                    scratch.max_partials),
+                   dict(num_warps=4)),
+    ]
+
+
+def _quantize_q_fp8_torch(q, scratch: QFp8Scratch) -> None:
+    # The reference's own sequence (CPU without the Triton interpreter).
+    finfo = torch.finfo(scratch.q_fp8.dtype)
+    scale = q.abs().amax().clamp(min=1e-12) / finfo.max
+    scratch.q_fp8.copy_((q / scale).clamp(min=finfo.min, max=finfo.max).to(scratch.q_fp8.dtype))
+    scratch.scale.copy_(scale.float().reshape(1))
+
+
+def quantize_q_fp8_into(q, scratch: QFp8Scratch) -> tuple[torch.Tensor, torch.Tensor]:
+    """Quantizes the contiguous bf16 `q` (scratch's shape) into scratch; returns
+    (scratch.q_fp8, scratch.scale). On a GPU, or on the CPU under the Triton interpreter,
+    two Triton launches and nothing else; on the CPU otherwise, torch operations."""
+    if q.device.type == "cuda" or _Q_FP8_INTERPRETED:
+        for call in q_fp8_calls(q, scratch):
+            call.launch()
+    else:
+        _quantize_q_fp8_torch(q, scratch)
+    return scratch.q_fp8, scratch.scale
+
+
+def default_fp8_dtype(device) -> torch.dtype:
+    """aiter's fp8 on `device`: e4m3fnuz on gfx942 (MI300), e4m3fn elsewhere."""
+    device = torch.device(device)
+    if device.type == "cuda" and "gfx942" in getattr(torch.cuda.get_device_properties(device), "gcnArchName", ""):
+        return torch.float8_e4m3fnuz
+    return torch.float8_e4m3fn
+
+
+def quantize_q_fp8(q, fp8_dtype=None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per-tensor fp8 of a (rows, 16, 576) bf16 Q, as reference.quantize_fp8: returns
+    (q_fp8 of q's shape, float32 scale of shape (1,)), dequantized as q_fp8.float() * scale.
+    fp8_dtype: e4m3fn or e4m3fnuz (default: the device's, see default_fp8_dtype). New
+    buffers every call; the aiter route keeps its own per plan (quantize_q_fp8_into)."""
+    _check_tensor("q", q, (torch.bfloat16,), (None, NUM_HEADS, QK_HEAD_DIM))
+    _require(q.shape[0] >= 1, ValueError, "q: needs at least one row")
+    scratch = make_q_fp8_scratch(q.shape, fp8_dtype or default_fp8_dtype(q.device), q.device)
+    return quantize_q_fp8_into(q.contiguous(), scratch)
+
+
+# =====================================================================================
 # Route: aiter persistent MLA decode over the fp8 KV (ROCm). Metadata, indices and
-# work buffers are built once per plan; only Q's quantization happens per call.
+# work buffers are built once per plan; per call, a8w8 runs the Q quantizer's two
+# launches (above) and then aiter's decode, a16w8 the decode alone.
 # =====================================================================================
 AITER_KV_SPLIT_CANDIDATES = (4, 8, 16, 32)
 # aiter's metadata builder (March 2026) plans len // 196 splits on gfx950, so shorter
@@ -1026,8 +1224,6 @@ class AiterRunner:
         q, kv_data, qo_indptr, kv_indptr, _ = data
         fp8_dtype = kv_data["fp8"][0].dtype
         self.q_in_fp8 = q_in_fp8
-        self.fp8_dtype = fp8_dtype
-        self.fp8_max = torch.finfo(fp8_dtype).max
         self.num_kv_splits = num_kv_splits
         self.sm_scale = shape.sm_scale
         self.q_seq_len = shape.q_seq_len
@@ -1038,6 +1234,8 @@ class AiterRunner:
         # per-sequence lengths as the last-page lengths.
         self.kv_indices = torch.arange(shape.total_kv, dtype=torch.int32, device=device)
         self.kv_last_page_len = (kv_indptr[1:] - kv_indptr[:-1]).to(torch.int32)
+        # a8w8: Q is quantized per call (never cached: inputs change) into plan-owned buffers.
+        self.q_scratch = make_q_fp8_scratch(q.shape, fp8_dtype, device) if q_in_fp8 else None
         q_dtype = fp8_dtype if q_in_fp8 else torch.bfloat16
         info = aiter_ops.get_mla_metadata_info_v1(
             shape.batch, shape.q_seq_len, NUM_HEADS, q_dtype, fp8_dtype,
@@ -1053,17 +1251,11 @@ class AiterRunner:
             uni_seqlen_qo=shape.q_seq_len, fast_mode=False, max_split_per_batch=num_kv_splits,
             intra_batch_mode=True, dtype_q=q_dtype, dtype_kv=fp8_dtype)
 
-    def _quantize_q(self, q):
-        # Per-tensor dynamic fp8, as the reference does; never cached (inputs change).
-        scale = (q.abs().amax().float() / self.fp8_max).clamp_(min=1e-12).reshape(1)
-        q_fp8 = (q.float() / scale).clamp_(-self.fp8_max, self.fp8_max).to(self.fp8_dtype)
-        return q_fp8, scale
-
     def __call__(self, q, kv_data, qo_indptr, kv_indptr):
         kv_buffer, kv_scale = kv_data["fp8"]
-        if self.needs_contiguous_q and not self.q_in_fp8:  # the quantized Q is contiguous
+        if self.needs_contiguous_q:  # aiter and the quantizer read Q contiguous
             q = q.contiguous()
-        q_in, q_scale = self._quantize_q(q) if self.q_in_fp8 else (q, None)
+        q_in, q_scale = quantize_q_fp8_into(q, self.q_scratch) if self.q_in_fp8 else (q, None)
         out = _new_output(q)
         aiter_ops.mla_decode_fwd(
             q_in, kv_buffer.view(-1, 1, 1, QK_HEAD_DIM), out, qo_indptr, kv_indptr,

@@ -9,7 +9,9 @@ persistent kernel does (split plan from the metadata, LSE merge). The device che
 What is proven: the route table holds every aiter candidate (a8w8 and a16w8 for each
 kv-split count); the autopick verifies them against reference.ref_kernel and reports
 its choice; metadata is built once per plan and never per call; Q is quantized per
-call; each shape has its own metadata; outputs are right; a wrong or non-binding aiter
+call, as the reference quantizes it; an a8w8 call asks the device for the quantizer's two
+Triton launches and aiter's decode and nothing else (run under the Triton interpreter,
+every launch and torch operation recorded); each shape has its own metadata; outputs are right; a wrong or non-binding aiter
 loses to torch and is reported once; the loader never mistakes another `aiter`.
 """
 from __future__ import annotations
@@ -25,6 +27,7 @@ import torch
 import reference
 import submission
 from fake_aiter import FP8_DTYPES, FakeAiter, FakeAiterError, load_wheel_api
+from interpreter_worker import DeviceWorkRecorder, InterpreterWorker, recording_triton_launches
 
 CANDIDATES = [(kind, splits) for kind in ("a8w8", "a16w8") for splits in submission.AITER_KV_SPLIT_CANDIDATES]
 LABELS = {f"aiter_{kind}[splits={splits}]" for kind, splits in CANDIDATES}
@@ -235,13 +238,19 @@ def test_metadata_is_built_once_per_plan_and_q_is_quantized_per_call(monkeypatch
     plan_time_calls = fake.count("mla_decode_fwd")
 
     fake.clear_calls()
-    expected_scales = []
+    scales = []
     for i, seed in enumerate(range(101, 121)):  # 20 fresh inputs of the same shape
         data = harness_input(batch, kv_len, seed=seed)
         data[0][i % batch, i % 16, i] = 6.0 + 0.5 * i  # a distinct amax each (randn stays < 6)
         out = submission.custom_kernel(data)
         assert_matches_reference(data, out)
-        expected_scales.append(data[0].abs().amax().float().item() / torch.finfo(reference.FP8_DTYPE).max)
+        # Q is quantized from each input, as the reference quantizes it (the buffers are
+        # the plan's, rewritten by every call: read them now).
+        decode = fake.calls_to("mla_decode_fwd")[-1]
+        q_fp8, q_scale = reference.quantize_fp8(data[0])
+        assert torch.equal(decode["q"].view(torch.uint8), q_fp8.view(torch.uint8))
+        assert torch.equal(decode["q_scale"], q_scale)
+        scales.append(q_scale.item())
     assert plan_time_calls > 0
     assert fake.count("get_mla_metadata_info_v1") == 0
     assert fake.count("get_mla_metadata_v1") == 0
@@ -256,11 +265,79 @@ def test_metadata_is_built_once_per_plan_and_q_is_quantized_per_call(monkeypatch
         assert all(a is b for a, b in zip(decode_buffers(call), buffers))
         assert call["kv_indices"] is runner.kv_indices and call["kv_last_page_lens"] is runner.kv_last_page_len
         assert call.metadata is decodes[0].metadata
-    # Q is quantized from each input: its scale follows the input's amax.
-    scales = [call["q_scale"].item() for call in decodes]
-    assert scales == pytest.approx(expected_scales, rel=1e-6)
     assert len(set(scales)) == 20
     assert all(call["q"].dtype == reference.FP8_DTYPE for call in decodes)
+    # The quantized Q and its scale live in the plan's buffers, the same every call.
+    assert all(call["q"] is runner.q_scratch.q_fp8 and call["q_scale"] is runner.q_scratch.scale
+               for call in decodes)
+
+
+_worker = InterpreterWorker()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _shutdown_worker():
+    yield
+    _worker.shutdown()
+
+
+# Work that launches nothing on a GPU: the output's allocation and the KV buffer's view.
+NO_DEVICE_WORK = {"aten.empty.memory_format", "aten.view.default"}
+
+
+def _record_calls_in_worker(inputs, q_in_fp8):
+    """Runs in the interpreter worker: one runner of the plan of inputs[0], then one call
+    per input, each recorded: the device work in order, and what aiter received."""
+    fake = FakeAiter()
+    saved, submission.aiter_ops = submission.aiter_ops, fake
+    try:
+        runner = submission.AiterRunner(submission.CallShape(inputs[0]), inputs[0], q_in_fp8, 8)
+        recorder = DeviceWorkRecorder()
+        decode = fake.mla_decode_fwd
+
+        def recorded_decode(*args, **kwargs):
+            with recorder.launch("aiter", "mla_decode_fwd"):
+                return decode(*args, **kwargs)
+
+        fake.mla_decode_fwd = recorded_decode
+        calls = []
+        for data in inputs:
+            recorder.events = []
+            with recording_triton_launches(recorder), recorder:
+                out = runner(*data[:4])
+            received = fake.calls_to("mla_decode_fwd")[-1]
+            q_scale = received["q_scale"]
+            calls.append((recorder.events, received["q"].view(torch.uint8).clone() if q_in_fp8 else None,
+                          None if q_scale is None else q_scale.clone(), out))
+        return calls
+    finally:
+        submission.aiter_ops = saved
+
+
+@pytest.mark.parametrize("q_in_fp8", [True, False])
+def test_each_call_is_the_quantizer_then_the_decode_and_nothing_else(q_in_fp8):
+    """Under the interpreter, as on a GPU, the quantizer runs its Triton kernels. Per call
+    a8w8 launches them and then aiter's decode; a16w8 the decode alone. No other torch
+    operation runs but the output's allocation and a view. Each input's Q reaches aiter
+    quantized exactly as reference.quantize_fp8 quantizes it."""
+    inputs = [harness_input(2, 600, seed=seed) for seed in (31, 32, 33)]
+    for i, data in enumerate(inputs):
+        data[0][1, 5, 7] = 6.0 + i  # a distinct amax each (randn stays < 6)
+    calls = _worker.run(_record_calls_in_worker, inputs, q_in_fp8)
+    quantizer = [("triton", "_q_abs_max_partials_kernel"), ("triton", "_q_fp8_quantize_kernel")]
+    for data, (events, q_bytes, q_scale, out) in zip(inputs, calls):
+        launches = [event for event in events if event[0] != "torch"]
+        assert launches == (quantizer if q_in_fp8 else []) + [("aiter", "mla_decode_fwd")], events
+        torch_ops = [name for kind, name in events if kind == "torch"]
+        assert set(torch_ops) <= NO_DEVICE_WORK and torch_ops.count("aten.empty.memory_format") == 1, events
+        if q_in_fp8:
+            want_bytes, want_scale = reference.quantize_fp8(data[0])
+            assert torch.equal(q_bytes, want_bytes.view(torch.uint8)) and torch.equal(q_scale, want_scale)
+        else:
+            assert q_scale is None
+        assert_matches_reference(data, out)
+    if q_in_fp8:
+        assert len({call[2].item() for call in calls}) == len(inputs)  # each from its own input
 
 
 def test_each_shape_builds_its_own_metadata(monkeypatch):
