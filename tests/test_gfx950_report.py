@@ -46,6 +46,29 @@ def small_cases(tmp_path_factory):
     return json.loads(_run([ROOT / "tests" / "gfx950_small_case.py"], folder / "cache"))
 
 
+STANDINS_VS_HARNESS = """
+import sys
+sys.path[:0] = ["bench", "."]
+import compile_target, reference, submission
+real = reference.generate_input(2, 1, 64, 1)  # the harness's tensors, on the CPU
+standin = compile_target.contract_inputs(2, 64)  # meta stand-ins of the same shapes
+for kv_format in ("fp8", "mxfp4"):
+    launch = submission.TritonLaunch(2, 32, 4, 1)
+    pairs = zip(compile_target.decode_kernel_calls(real, kv_format, launch),
+                compile_target.decode_kernel_calls(standin, kv_format, launch), strict=True)
+    for a, b in pairs:
+        a, b = (compile_target.specialize(c, compile_target.TARGETS["gfx950"]) for c in (a, b))
+        assert (a.signature, a.constexprs, a.attrs, a.key) == (b.signature, b.constexprs, b.attrs, b.key), kv_format
+print("same")
+"""
+
+
+def test_standins_specialize_as_the_harness_tensors(tmp_path):
+    # The report compiles for meta-device stand-ins; at equal shapes they must give the
+    # JIT exactly the specialization that the harness's own inputs give.
+    assert _run(["-c", STANDINS_VS_HARNESS], tmp_path / "cache").strip() == "same"
+
+
 def test_no_offered_specialization_spills(report):
     rep, _ = report
     spilling = {k["name"]: (k["vgpr_spill"], k["sgpr_spill"]) for k in rep["kernels"]
