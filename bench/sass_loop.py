@@ -4,9 +4,10 @@
                                [--sass FILE]
 
 No GPU needed: Triton compiles for a named target (Hopper, sm_90) and its bundled
-nvdisasm prints the SASS. The kernel is specialized as on the H200 for the benchmark
-inputs (16-byte aligned pointers, strides divisible by 16, several splits). The main loop
-is the one backward branch whose body holds the MMAs; counts are per warp per tile.
+nvdisasm prints the SASS. The kernel is specialized as Triton's JIT specializes it on the
+H200 for a 4 x 8192 call (bench/compile_target.py); the launch's split count only decides
+whether the kernel writes partials (more than one split) or the output. The main loop is
+the one backward branch whose body holds the MMAs; counts are per warp per tile.
 """
 from __future__ import annotations
 
@@ -20,33 +21,19 @@ import tempfile
 from pathlib import Path
 
 import triton
-from triton.backends.compiler import GPUTarget
-from triton.compiler import ASTSource
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+BENCH = Path(__file__).resolve().parent
+sys.path[:0] = [str(BENCH), str(BENCH.parent)]
+import compile_target  # noqa: E402
 import submission as sub  # noqa: E402
 
-POINTERS = {"q_ptr": "*bf16", "kv_scale_ptr": "*fp32", "qo_indptr_ptr": "*i32", "kv_indptr_ptr": "*i32",
-            "out_ptr": "*bf16", "part_o_ptr": "*fp32", "part_lse_ptr": "*fp32", "counters_ptr": "*i32"}
 
-
-def compile_kernel(kv_format: str, launch: sub.TritonLaunch):
-    kernel = sub._mla_decode_kernel
-    names = kernel.arg_names
-    is_mxfp4 = kv_format == "mxfp4"
-    types = dict(POINTERS, kv_ptr="*u8" if is_mxfp4 else "*fp8e4nv", qk_scale="fp32")
-    if is_mxfp4:
-        types["kv_scale_ptr"] = "*u8"
-    constants = {"KV_FORM": sub.kernel_form(kv_format, launch), "SPLIT": launch.num_splits > 1,
-                 "COMBINE_IN_KERNEL": launch.combine_in_kernel, "BLOCK_N": launch.block_n,
-                 "EMULATE": False}
-    signature = {n: "constexpr" if n in constants else types.get(n, "i32") for n in names}
-    aligned = [n for n in names if n in POINTERS or n == "kv_ptr"
-               or n in ("stride_q_tok", "stride_q_head", "stride_kv", "stride_o_tok", "stride_o_head")]
-    source = ASTSource(kernel, signature, {(names.index(n),): v for n, v in constants.items()},
-                       {(names.index(n),): [["tt.divisibility", 16]] for n in aligned})
-    return triton.compile(source, target=GPUTarget("cuda", 90, 32),
-                          options=dict(num_warps=launch.num_warps, num_stages=launch.num_stages))
+def compile_kernel(kv_format: str, launch: sub.TritonLaunch, batch: int = 4, kv_len: int = 8192):
+    """The decode kernel of `launch`, compiled for sm_90 as the JIT specializes it for a
+    (batch, kv_len) call (bench/compile_target.py)."""
+    data = compile_target.contract_inputs(batch, kv_len)
+    decode = compile_target.decode_kernel_calls(data, kv_format, launch)[0]
+    return compile_target.specialize(decode, compile_target.TARGETS["sm_90"]).compile()
 
 
 def disassemble(cubin: bytes) -> str:

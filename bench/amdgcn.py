@@ -1,0 +1,185 @@
+"""Static facts read from the AMDGCN text that Triton's HIP backend prints for gfx950
+(CompiledKernel.asm["amdgcn"]): registers, spills, occupancy, MFMA instructions, and the
+instruction mix of the main loop.
+
+Instruction classes (one per instruction, by mnemonic):
+  mfma    v_mfma*, v_smfmac*                     (the matrix cores)
+  valu    every other v_*                        (v_accvgpr_*, v_cmp*, v_readfirstlane ...)
+  vmem    buffer_*, tbuffer_*, global_*, flat_*, scratch_*   (vector memory)
+  lds     ds_*                                   (LDS)
+  smem    s_load*, s_buffer_load*, s_store*, s_buffer_store*, s_dcache*, s_memtime,
+          s_memrealtime, s_atc_probe*            (scalar memory)
+  branch  s_branch, s_cbranch_*, s_setpc*, s_swappc*, s_call*
+  wait    s_waitcnt*, s_barrier, s_nop, s_sleep, s_setprio, s_sethalt, s_trap,
+          s_icache_inv, s_endpgm                 (handled by the sequencer, no ALU work)
+  salu    every other s_*
+An unknown mnemonic is an error, not a guess. "total" counts every instruction once.
+
+The main loop is the one backward branch (a branch to a label above it) whose span, from
+the label to the branch, holds MFMA instructions. Everything in the span is counted,
+both sides of any branch inside it included (an upper bound where the loop body
+branches). Two such loops, or one inside another, are an error: per-token counts would
+not be defined.
+"""
+from __future__ import annotations
+
+import collections
+import re
+
+CLASSES = ("valu", "mfma", "salu", "smem", "vmem", "lds", "branch", "wait")
+
+_LABEL = re.compile(r"^([.\w$]+):")
+_INSTRUCTION = re.compile(r"^\t([a-z][a-z0-9_]*)\b\s*(.*)$")  # the printer indents instructions with a tab
+_BRANCH_TARGET = re.compile(r"^([.\w$]+)")
+_WAIT = ("s_waitcnt", "s_barrier", "s_nop", "s_sleep", "s_setprio", "s_sethalt", "s_trap", "s_icache_inv",
+         "s_endpgm")
+_SMEM = ("s_load", "s_buffer_load", "s_store", "s_buffer_store", "s_dcache", "s_memtime", "s_memrealtime",
+         "s_atc_probe")
+_BRANCH = ("s_branch", "s_cbranch_", "s_setpc", "s_swappc", "s_call")
+
+
+def instruction_class(mnemonic: str) -> str:
+    if mnemonic.startswith(("v_mfma", "v_smfmac")):
+        return "mfma"
+    if mnemonic.startswith("v_"):
+        return "valu"
+    if mnemonic.startswith(("buffer_", "tbuffer_", "global_", "flat_", "scratch_")):
+        return "vmem"
+    if mnemonic.startswith("ds_"):
+        return "lds"
+    if mnemonic.startswith(_SMEM):
+        return "smem"
+    if mnemonic.startswith(_BRANCH):
+        return "branch"
+    if mnemonic.startswith(_WAIT):
+        return "wait"
+    if mnemonic.startswith("s_"):
+        return "salu"
+    raise ValueError(f"unclassified AMDGCN instruction {mnemonic!r}")
+
+
+def parse(asm: str) -> tuple[list, dict]:
+    """(instructions as (mnemonic, operands) in order, label -> index of the instruction
+    that follows it). Directives (.xxx), comments (;) and blank lines are skipped."""
+    instructions, labels = [], {}
+    for line in asm.splitlines():
+        if (label := _LABEL.match(line)) and not line.startswith((" ", "\t")):
+            labels[label.group(1)] = len(instructions)
+            continue
+        match = _INSTRUCTION.match(line)
+        if match:
+            instructions.append((match.group(1), match.group(2).split(";")[0].strip()))
+    return instructions, labels
+
+
+def main_loop(asm: str) -> list | None:
+    """The instructions of the loop whose body holds the MFMAs, or None if no loop does."""
+    instructions, labels = parse(asm)
+    spans = []
+    for index, (mnemonic, operands) in enumerate(instructions):
+        if instruction_class(mnemonic) != "branch" or not (target := _BRANCH_TARGET.match(operands)):
+            continue
+        start = labels.get(target.group(1))
+        if start is not None and start <= index:
+            body = instructions[start:index + 1]
+            if any(instruction_class(m) == "mfma" for m, _ in body):
+                spans.append((start, index))
+    if not spans:
+        return None
+    if len(spans) > 1:
+        raise ValueError(f"{len(spans)} loops hold MFMA instructions (instruction spans {spans}); "
+                         "the main loop is not defined")
+    start, end = spans[0]
+    return instructions[start:end + 1]
+
+
+def class_counts(instructions: list) -> dict:
+    counts = collections.Counter(instruction_class(m) for m, _ in instructions)
+    return {name: counts.get(name, 0) for name in CLASSES} | {"total": len(instructions)}
+
+
+# --- registers and occupancy -----------------------------------------------------------
+_RESOURCES = {  # field -> pattern in the "; Kernel info" comments or the metadata YAML
+    "vgpr": r"^; NumVgprs: (\d+)$",
+    "agpr": r"^; NumAgprs: (\d+)$",
+    "total_vgpr": r"^; TotalNumVgprs: (\d+)$",
+    "sgpr": r"^; TotalNumSgprs: (\d+)$",
+    "scratch_bytes": r"^; ScratchSize: (\d+)$",
+    "occupancy_registers": r"^; Occupancy: (\d+)$",
+    "vgpr_spill": r"^\s+\.vgpr_spill_count:\s+(\d+)$",
+    "sgpr_spill": r"^\s+\.sgpr_spill_count:\s+(\d+)$",
+}
+
+
+def resources(asm: str) -> dict:
+    """Registers (arch VGPRs, AGPRs, their allocated total, SGPRs), spills, scratch bytes
+    a lane and the compiler's occupancy (waves a SIMD, from registers and static LDS only)."""
+    out = {}
+    for name, pattern in _RESOURCES.items():
+        found = re.findall(pattern, asm, flags=re.MULTILINE)
+        if len(found) != 1:
+            raise ValueError(f"expected one {name} ({pattern}) in the AMDGCN text, found {len(found)}")
+        out[name] = int(found[0])
+    return out
+
+
+# --- MFMA kinds and their cycles ---------------------------------------------------------
+# cbsz / blgp of an *_f8f6f4 MFMA select the format of A / B (LLVM SIDefines.h,
+# AMDGPU::MFMAScaleFormats; absent means 0).
+_F8F6F4_FORMATS = {0: "fp8", 1: "bf8", 2: "fp6", 3: "bf6", 4: "fp4"}
+
+# Passes per MFMA on gfx950: LLVM's scheduling model for it, SIDPGFX950FullSpeedModel in
+# llvm/lib/Target/AMDGPU/SISchedule.td (ROCm/llvm-project 37d9a345), WriteNPassMAI with
+# ReleaseAtCycles = N on the HWXDL resource; a pass is 4 clock cycles of the SIMD's matrix
+# core: AMD's table of CDNA3/CDNA4 MFMA cycles ("Matrix Core Programming on AMD CDNA3 and
+# CDNA4 architecture", ROCm Blogs, 2025-10,
+# https://rocm.blogs.amd.com/software-tools-optimization/matrix-cores-cdna/README.html:
+# 16x16x32 f16 16 cycles, 32x32x16 f16 32,
+# 16x16x128 f8f6f4 32 with an fp8 operand else 16, 32x32x64 f8f6f4 64 / 32, 16x16x4 f32 32,
+# 32x32x2 f32 64, 16x16x4 f64 64) is exactly 4 x these passes.
+# (pattern on the mnemonic, passes; or for f8f6f4 (passes with an fp8/bf8 operand, without))
+_MFMA_PASSES = (
+    (r"v_mfma(_scale)?_f32_16x16x128_f8f6f4", (8, 4)),
+    (r"v_mfma(_scale)?_f32_32x32x64_f8f6f4", (16, 8)),
+    (r"v_mfma_f32_16x16x(16|32)_(f16|bf16)", 4),
+    (r"v_mfma_f32_16x16x32_(fp8|bf8)_(fp8|bf8)", 4),
+    (r"v_mfma_i32_16x16x64_i8", 4),
+    (r"v_mfma_f32_32x32x(8|16)_(f16|bf16)", 8),
+    (r"v_mfma_f32_32x32x16_(fp8|bf8)_(fp8|bf8)", 8),
+    (r"v_mfma_i32_32x32x32_i8", 8),
+    (r"v_mfma_f32_16x16x4_f32", 8),
+    (r"v_mfma_f32_32x32x2_f32", 16),
+    (r"v_mfma_f64_16x16x4_f64", 16),
+    (r"v_mfma_f32_4x4x\w+", 2),
+    (r"v_smfmac_\w+_16x16x\w+", 4),
+    (r"v_smfmac_\w+_32x32x\w+", 8),
+)
+CYCLES_PER_PASS = 4
+
+
+def mfma_kind(mnemonic: str, operands: str) -> str:
+    """The mnemonic; for f8f6f4 instructions with the operand formats, e.g.
+    "v_mfma_scale_f32_16x16x128_f8f6f4.fp8.fp4"."""
+    if not mnemonic.endswith("_f8f6f4"):
+        return mnemonic
+    formats = []
+    for modifier in ("cbsz", "blgp"):
+        found = re.search(rf"\b{modifier}:(\d+)", operands)
+        formats.append(_F8F6F4_FORMATS[int(found.group(1)) if found else 0])
+    return ".".join([mnemonic, *formats])
+
+
+def mfma_cycles(kind: str) -> int:
+    mnemonic, *formats = kind.split(".")
+    for pattern, passes in _MFMA_PASSES:
+        if re.fullmatch(pattern, mnemonic):
+            if isinstance(passes, tuple):
+                passes = passes[0] if {"fp8", "bf8"} & set(formats) else passes[1]
+            return passes * CYCLES_PER_PASS
+    raise KeyError(f"no gfx950 pass count for {kind!r}: add it from SISchedule.td "
+                   "(SIDPGFX950FullSpeedModel)")
+
+
+def mfma_counts(instructions: list) -> dict:
+    counts = collections.Counter(mfma_kind(m, ops) for m, ops in instructions if instruction_class(m) == "mfma")
+    return dict(sorted(counts.items()))

@@ -1,0 +1,129 @@
+"""Compile the Triton launches of one decode call for a named GPU target, on any machine.
+
+A launch is compiled exactly as Triton's JIT would compile it on that target for the same
+arguments: the JIT's own binder (triton.runtime.jit.create_function_from_signature, with
+the target's backend) reads the arguments and yields the signature, the constexprs and
+the attributes (16-byte aligned pointers and integers divisible by 16: tt.divisibility
+16; integers equal to 1 become constants unless the kernel lists them in
+do_not_specialize; on ROCm, tensors whose storage is under 2 GB: tt.pointer_range 32,
+HIPBackend.get_tensor_specialization), and JITFunction._pack_args turns them into the
+compile call, with the launch's options (num_warps, num_stages, AMD options) parsed by
+the backend. Nothing here lists argument names, so a new kernel signature or option is
+picked up as it is.
+
+The arguments are stand-ins on torch's "meta" device: the contract's shapes, dtypes and
+strides at the real batch and length (so storage sizes, hence pointer_range, are the
+real ones) and no memory. A meta tensor's data pointer is 0, i.e. aligned, as the
+device allocator's are. The per-call tensors are built the way TritonRunner builds them
+(submission.py); the plan-constant ones by submission's own decode_tails and
+decode_calls. MXFP4 scales are the trimmed (rows, 18) layout; the padded one (row stride
+24) specializes the same way (neither stride is 1 nor divisible by 16).
+
+Triton decides between interpreting and compiling when a kernel is decorated, so this
+module refuses to load under TRITON_INTERPRET=1: run it in a process without it.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+import sys
+from pathlib import Path
+
+if os.environ.get("TRITON_INTERPRET") == "1":
+    raise RuntimeError("compile_target compiles kernels: run it with TRITON_INTERPRET unset "
+                       "(Triton decides interpret-or-compile when submission.py is imported)")
+
+import torch  # noqa: E402
+import triton  # noqa: E402
+from triton import knobs  # noqa: E402
+from triton.backends.compiler import GPUTarget  # noqa: E402
+from triton.compiler import ASTSource  # noqa: E402
+from triton.compiler.compiler import make_backend  # noqa: E402
+from triton.runtime.jit import compute_cache_key, create_function_from_signature  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+import submission as sub  # noqa: E402
+
+TARGETS = {
+    "gfx950": GPUTarget("hip", "gfx950", 64),  # MI355X (CDNA4)
+    "sm_90": GPUTarget("cuda", 90, 32),        # H200
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class Specialization:
+    """What Triton's JIT would compile for one launch on one target."""
+    kernel: object       # the JITFunction
+    signature: dict      # argument name -> type ("*bf16", "i32", "constexpr", ...)
+    constexprs: dict     # (argument index,) -> value
+    attrs: dict          # (argument index,) -> [["tt.divisibility", 16], ...]
+    options: object      # the backend's parsed options (HIPOptions / CUDAOptions)
+    key: str             # the JIT's cache key: equal keys are the same compiled kernel
+    target: GPUTarget
+
+    def compile(self):
+        source = ASTSource(self.kernel, self.signature, self.constexprs, self.attrs)
+        return triton.compile(source, target=self.target, options=self.options.__dict__)
+
+    def constexpr_values(self) -> dict:
+        """Argument name -> value of every constexpr (declared or specialized)."""
+        names = self.kernel.arg_names
+        return {names[path[0]]: value for path, value in self.constexprs.items()}
+
+    def non_default_options(self) -> dict:
+        """num_warps, num_stages and every other option the launch sets away from the
+        backend's default."""
+        defaults = make_backend(self.target).parse_options({}).__dict__
+        chosen = self.options.__dict__
+        return {name: value for name, value in chosen.items()
+                if name in ("num_warps", "num_stages") or value != defaults.get(name)}
+
+
+def specialize(call: sub.KernelCall, target: GPUTarget) -> Specialization:
+    """The JIT's specialization of `call` on `target` (triton/runtime/jit.py, JITFunction.run
+    and _pack_args, Triton 3.6)."""
+    kernel = call.kernel
+    backend = make_backend(target)
+    kwargs = dict(call.options)
+    kwargs["debug"] = kwargs.get("debug", kernel.debug) or knobs.runtime.debug
+    kwargs["instrumentation_mode"] = knobs.compilation.instrumentation_mode
+    binder = create_function_from_signature(kernel.signature, kernel.params, backend)
+    bound_args, specialization, options = binder(*call.args, **kwargs)
+    key = compute_cache_key({}, specialization, options)
+    options, signature, constexprs, attrs = kernel._pack_args(backend, kwargs, bound_args, specialization, options)
+    return Specialization(kernel, signature, constexprs, attrs, options, key, target)
+
+
+def contract_inputs(batch: int, kv_len: int, device="meta") -> tuple:
+    """(q, kv_data, qo_indptr, kv_indptr, config) with the contract's shapes and the
+    harness's dtypes (reference.generate_input), uniform lengths; values only on a real
+    device, none on "meta"."""
+    total_kv = batch * kv_len
+    fp4 = getattr(torch, "float4_e2m1fn_x2", torch.uint8)
+    e8m0 = getattr(torch, "float8_e8m0fnu", torch.uint8)
+    kv_data = {
+        "bf16": torch.empty((total_kv, 1, 576), dtype=torch.bfloat16, device=device),
+        "fp8": (torch.empty((total_kv, 1, 576), dtype=torch.float8_e4m3fn, device=device),
+                torch.empty((1,), dtype=torch.float32, device=device)),
+        "mxfp4": (torch.empty((total_kv, 1, 288), dtype=fp4, device=device),
+                  torch.empty((total_kv, 18), dtype=e8m0, device=device)),
+    }
+    q = torch.empty((batch, 16, 576), dtype=torch.bfloat16, device=device)
+    qo_indptr = torch.empty((batch + 1,), dtype=torch.int32, device=device)
+    kv_indptr = torch.empty((batch + 1,), dtype=torch.int32, device=device)
+    config = {"batch_size": batch, "q_seq_len": 1, "kv_seq_len": kv_len, "sm_scale": 576 ** -0.5}
+    return q, kv_data, qo_indptr, kv_indptr, config
+
+
+def decode_kernel_calls(data: tuple, kv_format: str, launch) -> list:
+    """The KernelCalls of one Triton decode call on `data`, built as TritonRunner does."""
+    q, kv_data, qo_indptr, kv_indptr, config = data
+    batch = config["batch_size"]
+    if kv_format == "mxfp4":
+        kv, kv_scale = sub._mxfp4_operands(*kv_data["mxfp4"], launch)
+    else:
+        kv, kv_scale = kv_data["fp8"]
+    out = sub._new_output(q)
+    scratch = sub.make_triton_scratch(batch, launch, q.device)
+    tails = sub.decode_tails(q, kv, kv_scale, kv_format == "mxfp4", config["sm_scale"], scratch, launch)
+    return sub.decode_calls((q, kv, kv_scale, qo_indptr, kv_indptr, out), tails, launch)

@@ -1,0 +1,254 @@
+"""bench/gfx950_report.py: every Triton specialization the autopick can offer on an MI355X
+compiles for gfx950 without spilling, and the report's numbers are read from the compiled
+code.
+
+The compiles run in subprocesses without TRITON_INTERPRET (Triton decides interpret-or-
+compile when a kernel is decorated) and with a fresh Triton cache in a temporary folder,
+so every run compiles everything (about 30 s for the report on an idle 2-core machine).
+"""
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "bench"))
+import amdgcn  # noqa: E402
+import submission  # noqa: E402
+
+REPORT = ROOT / "bench" / "gfx950_report.py"
+SHAPES = [(4, 1024), (4, 8192), (32, 1024), (32, 8192), (64, 1024), (64, 8192), (256, 1024), (256, 8192)]
+
+
+def _run(args: list, cache: Path) -> str:
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["TRITON_CACHE_DIR"] = str(cache)
+    proc = subprocess.run([sys.executable, *map(str, args)], env=env, cwd=ROOT, capture_output=True, text=True,
+                          timeout=900)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    return proc.stdout
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("gfx950")
+    _run([REPORT, "--json", folder / "report.json", "--asm-dir", folder / "asm"], folder / "cache")
+    return json.loads((folder / "report.json").read_text()), folder
+
+
+@pytest.fixture(scope="module")
+def small_cases(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("gfx950_small")
+    return json.loads(_run([ROOT / "tests" / "gfx950_small_case.py"], folder / "cache"))
+
+
+STANDINS_VS_HARNESS = """
+import sys
+sys.path[:0] = ["bench", "."]
+import compile_target, reference, submission
+real = reference.generate_input(2, 1, 64, 1)  # the harness's tensors, on the CPU
+standin = compile_target.contract_inputs(2, 64)  # meta stand-ins of the same shapes
+for kv_format in ("fp8", "mxfp4"):
+    launch = submission.TritonLaunch(2, 32, 4, 1)
+    pairs = zip(compile_target.decode_kernel_calls(real, kv_format, launch),
+                compile_target.decode_kernel_calls(standin, kv_format, launch), strict=True)
+    for a, b in pairs:
+        a, b = (compile_target.specialize(c, compile_target.TARGETS["gfx950"]) for c in (a, b))
+        assert (a.signature, a.constexprs, a.attrs, a.key) == (b.signature, b.constexprs, b.attrs, b.key), kv_format
+print("same")
+"""
+
+
+def test_standins_specialize_as_the_harness_tensors(tmp_path):
+    # The report compiles for meta-device stand-ins; at equal shapes they must give the
+    # JIT exactly the specialization that the harness's own inputs give.
+    assert _run(["-c", STANDINS_VS_HARNESS], tmp_path / "cache").strip() == "same"
+
+
+def test_no_offered_specialization_spills(report):
+    rep, _ = report
+    spilling = {k["name"]: (k["vgpr_spill"], k["sgpr_spill"]) for k in rep["kernels"]
+                if k["vgpr_spill"] or k["sgpr_spill"]}
+    assert not spilling, f"specializations offered on gfx950 that spill (VGPRs, SGPRs): {spilling}"
+
+
+def test_report_shape(report):
+    rep, _ = report
+    assert rep["target"] == "gfx950" and rep["triton"]
+    kernel_keys = {"name", "format", "launch", "vgpr", "agpr", "sgpr", "vgpr_spill", "sgpr_spill",
+                   "scratch_bytes", "lds_bytes", "occupancy", "mfma", "loop"}
+    loop_keys = {"valu", "salu", "vmem", "lds", "mfma", "total", "tokens"}
+    for kernel in rep["kernels"]:
+        assert kernel_keys <= kernel.keys(), kernel["name"]
+        assert 1 <= kernel["occupancy"] <= 8
+        if kernel["kernel"] == "_mla_decode_kernel":
+            assert loop_keys <= kernel["loop"].keys(), kernel["name"]
+    names = {k["name"] for k in rep["kernels"]}
+    assert len(names) == len(rep["kernels"])
+    rows = {(r["batch"], r["kv_len"], r["format"]) for r in rep["shapes"]}
+    assert rows == {(b, n, f) for b, n in SHAPES for f in ("fp8", "mxfp4")}
+    for row in rep["shapes"]:
+        assert row["kernel"] in names and row["offered_first"]
+        assert {"issue_us", "hbm_us", "mfma_us"} <= row.keys()
+        assert row["issue_us"] > 0 and row["hbm_us"] > 0 and row["mfma_us"] > 0
+
+
+def test_every_offered_launch_is_compiled(report):
+    rep, _ = report
+    offered = {}
+    for kernel in rep["kernels"]:
+        for o in kernel["offered"]:
+            offered.setdefault((kernel["format"], o["batch"], o["kv_len"], o["rank"]), set()).add(kernel["kernel"])
+    for kv_format in ("fp8", "mxfp4"):
+        for batch, kv_len in SHAPES:
+            launches = submission.triton_launch_candidates(kv_format, batch, kv_len, 256, "gfx950")
+            for rank, launch in enumerate(launches):
+                kernels = offered.get((kv_format, batch, kv_len, rank), set())
+                assert "_mla_decode_kernel" in kernels, (kv_format, batch, kv_len, launch)
+                needs_combine = launch.num_splits > 1 and not launch.combine_in_kernel
+                assert ("_combine_splits_kernel" in kernels) == needs_combine, (kv_format, batch, kv_len, launch)
+
+
+def test_numbers_match_the_written_code(report):
+    rep, folder = report
+    for kernel in rep["kernels"]:
+        asm = (folder / "asm" / f"{kernel['name']}.amdgcn").read_text()
+        found = amdgcn.resources(asm)
+        assert {k: kernel[k] for k in ("vgpr", "agpr", "sgpr", "vgpr_spill", "sgpr_spill", "scratch_bytes")} == \
+            {k: found[k] for k in ("vgpr", "agpr", "sgpr", "vgpr_spill", "sgpr_spill", "scratch_bytes")}
+        loop = amdgcn.main_loop(asm)
+        if kernel["loop"] is None:
+            assert loop is None
+            continue
+        per_wave = amdgcn.class_counts(loop)
+        assert kernel["loop"]["per_wave_iteration"] == per_wave
+        warps = kernel["launch"]["options"]["num_warps"]
+        block_n = kernel["launch"]["constexprs"]["BLOCK_N"]
+        assert kernel["loop"]["tokens"] == block_n
+        assert kernel["loop"]["total"] == pytest.approx(per_wave["total"] * warps / block_n)
+
+
+def test_decode_loop_mfma_work_covers_the_products(report):
+    # Independent of the parser's choice of loop: the MFMAs found in it, over all waves,
+    # must at least do the tile's two products, S = Q.K^T (16 x BLOCK_N x 576) and
+    # P.V (16 x 512 x BLOCK_N).
+    rep, _ = report
+    for kernel in rep["kernels"]:
+        if kernel["kernel"] != "_mla_decode_kernel":
+            continue
+        block_n = kernel["launch"]["constexprs"]["BLOCK_N"]
+        warps = kernel["launch"]["options"]["num_warps"]
+        macs = 0
+        for kind, count in kernel["loop"]["mfma_per_wave_iteration"].items():
+            m, n, k = map(int, re.search(r"_(\d+)x(\d+)x(\d+)", kind).groups())
+            macs += m * n * k * count * warps
+        assert macs >= 16 * block_n * 576 + 16 * 512 * block_n, kernel["name"]
+
+
+def test_hand_checked_small_loops(small_cases):
+    # Counts read off each loop's listing by hand (Triton 3.6, gfx950); per wave, one iteration.
+    f16 = small_cases["f16"]["loop"]
+    # 4 buffer_load_dwordx4 (A and B, 2 KB each), 2 ds_write_b128 + 8 ds_bpermute_b32 +
+    # 4 ds_read_b64_tr_b16, 16 v_cndmask_b32 + 1 v_add_u32, s_add_i32 + s_cmp_lg_u32,
+    # 10 s_waitcnt + 1 s_nop, the backward s_cbranch_scc1: 51
+    assert f16["per_wave_iteration"] == {"valu": 17, "mfma": 2, "salu": 2, "smem": 0, "vmem": 4, "lds": 14,
+                                         "branch": 1, "wait": 11, "total": 51}
+    assert f16["mfma_per_wave_iteration"] == {"v_mfma_f32_16x16x32_f16": 2}
+    assert f16["tokens"] == 16 and f16["total"] == pytest.approx(51 / 16)
+    assert f16["mfma_cycles"] == pytest.approx(2 * 16 / 16)  # 4 passes of 4 cycles each
+
+    fp8 = small_cases["fp8"]["loop"]
+    assert fp8["mfma_per_wave_iteration"] == {"v_mfma_f32_16x16x128_f8f6f4.fp8.fp8": 1}
+    assert fp8["per_wave_iteration"]["total"] == 49 and fp8["per_wave_iteration"]["wait"] == 10
+    assert fp8["mfma_cycles"] == pytest.approx(32 / 16)  # fp8 operands: 8 passes
+
+    scaled = small_cases["e4m3_x_e2m1"]["loop"]
+    # v_or/v_add/v_add/v_and; s_ashr/s_add/s_addk/s_cmp; 2 buffer loads + buffer_load_sbyte;
+    # 2 ds_write, 2 ds_read_b128, 2 ds_read_b64_tr_b8, 1 ds_bpermute; 8 s_waitcnt,
+    # 4 s_barrier, 1 s_nop; the branch: 33. 4 waves, 64 columns an iteration.
+    assert scaled["per_wave_iteration"] == {"valu": 4, "mfma": 1, "salu": 4, "smem": 0, "vmem": 3, "lds": 7,
+                                            "branch": 1, "wait": 13, "total": 33}
+    assert scaled["mfma_per_wave_iteration"] == {"v_mfma_scale_f32_16x16x128_f8f6f4.fp4.fp8": 1}
+    assert scaled["total"] == pytest.approx(33 * 4 / 64) and scaled["mfma_cycles"] == pytest.approx(32 * 4 / 64)
+    for case in small_cases.values():
+        assert case["vgpr_spill"] == 0 and case["occupancy"] == 8
+
+
+def test_render_writes_the_table_between_the_markers(report, tmp_path):
+    rep, folder = report
+    readme = folder / "README.md"
+    readme.write_text("before\n<!-- gfx950:begin -->\nold\n<!-- gfx950:end -->\nafter\n")
+    out = _run([REPORT, "render", folder / "report.json", "--readme", readme], tmp_path / "cache")
+    text = readme.read_text()
+    inside = text[text.index("<!-- gfx950:begin -->"):text.index("<!-- gfx950:end -->")]
+    assert text.startswith("before\n") and text.endswith("<!-- gfx950:end -->\nafter\n") and "old" not in inside
+    assert "From `report.json`:" in inside and "STATIC BOUND" in inside
+    for row in rep["shapes"]:
+        assert f"| {row['batch']} | {row['kv_len']} | {row['format']} | `{row['kernel']}` |" in inside
+        assert f"{row['issue_us']:.1f} | {row['issue_x_hbm']:.2f} |" in inside
+    assert out.strip() in inside
+
+
+# --- the rules of bench/amdgcn.py on text --------------------------------------------------
+def test_instruction_classes():
+    assert [amdgcn.instruction_class(m) for m in (
+        "v_mfma_f32_16x16x32_f16", "v_smfmac_f32_16x16x64_f16", "v_accvgpr_read_b32", "v_cmp_gt_i32_e32",
+        "buffer_load_dwordx4", "global_store_dword", "scratch_load_dword", "ds_read_b64_tr_b8", "s_load_dwordx2",
+        "s_cbranch_scc1", "s_waitcnt", "s_barrier", "s_nop", "s_add_i32", "s_cselect_b32")] == [
+        "mfma", "mfma", "valu", "valu", "vmem", "vmem", "vmem", "lds", "smem", "branch", "wait", "wait", "wait",
+        "salu", "salu"]
+    with pytest.raises(ValueError):
+        amdgcn.instruction_class("exp")
+
+
+LOOPED = """\
+kernel:
+\ts_mov_b32 s0, 0
+.LBB0_1:                                ; =>This Inner Loop Header: Depth=1
+\tbuffer_load_dwordx4 v[0:3], v4, s[4:7], 0 offen
+\ts_waitcnt vmcnt(0)
+\tv_mfma_f32_16x16x128_f8f6f4 a[0:3], v[0:7], v[8:15], a[0:3] cbsz:4
+\tv_add_u32_e32 v4, 16, v4              ; a comment
+\ts_add_i32 s0, s0, 1
+\ts_cmp_lg_u32 s0, 8
+\ts_cbranch_scc1 .LBB0_1
+; %bb.2:
+.LBB0_3:
+\tv_mov_b32 v0, 0
+\ts_cbranch_vccnz .LBB0_3
+\ts_endpgm
+    .vgpr_count: 16
+"""
+
+
+def test_main_loop_is_the_backward_branch_around_the_mfmas():
+    loop = amdgcn.main_loop(LOOPED)
+    assert [m for m, _ in loop] == ["buffer_load_dwordx4", "s_waitcnt", "v_mfma_f32_16x16x128_f8f6f4", "v_add_u32_e32",
+                                    "s_add_i32", "s_cmp_lg_u32", "s_cbranch_scc1"]
+    assert amdgcn.class_counts(loop) == {"valu": 1, "mfma": 1, "salu": 2, "smem": 0, "vmem": 1, "lds": 0,
+                                         "branch": 1, "wait": 1, "total": 7}
+    assert amdgcn.mfma_counts(loop) == {"v_mfma_f32_16x16x128_f8f6f4.fp4.fp8": 1}
+    assert amdgcn.main_loop(LOOPED.replace("v_mfma_f32_16x16x128_f8f6f4", "v_fma_f32")) is None
+    two_loops = LOOPED.replace("\tv_mov_b32 v0, 0", "\tv_mfma_f32_16x16x32_f16 a[0:3], v[0:3], v[0:3], a[0:3]")
+    with pytest.raises(ValueError, match="2 loops"):
+        amdgcn.main_loop(two_loops)
+
+
+def test_mfma_cycles_follow_amds_table():
+    # AMD's CDNA4 cycle counts (ROCm Blogs, "Matrix Core Programming on AMD CDNA3 and CDNA4
+    # architecture"): the f8f6f4 kinds take twice as long when either operand is fp8.
+    table = {"v_mfma_f32_16x16x32_f16": 16, "v_mfma_f32_16x16x32_bf16": 16, "v_mfma_f32_16x16x16_f16": 16,
+             "v_mfma_f32_32x32x16_bf16": 32, "v_mfma_f32_32x32x8_f16": 32, "v_mfma_f32_16x16x32_fp8_fp8": 16,
+             "v_mfma_f32_16x16x128_f8f6f4.fp8.fp8": 32, "v_mfma_scale_f32_16x16x128_f8f6f4.fp4.fp8": 32,
+             "v_mfma_scale_f32_16x16x128_f8f6f4.fp4.fp4": 16, "v_mfma_f32_32x32x64_f8f6f4.fp6.fp4": 32,
+             "v_mfma_f32_32x32x64_f8f6f4.bf8.fp4": 64, "v_mfma_f32_16x16x4_f32": 32, "v_mfma_f32_32x32x2_f32": 64,
+             "v_mfma_f64_16x16x4_f64": 64}
+    assert {kind: amdgcn.mfma_cycles(kind) for kind in table} == table
+    assert amdgcn.mfma_kind("v_mfma_scale_f32_16x16x128_f8f6f4", "a[0:3], v[0:7], v[8:15], a[0:3], v1, v2 blgp:2") \
+        == "v_mfma_scale_f32_16x16x128_f8f6f4.fp8.fp6"
+    with pytest.raises(KeyError):
+        amdgcn.mfma_cycles("v_mfma_f32_64x64x1_f99")
