@@ -125,7 +125,7 @@ _ARCH_FORMS = {
 
 
 def triton_launch_candidates(kv_format: str, batch: int, max_kv_len: int, num_sms: int,
-                             arch: str = "") -> list[TritonLaunch]:
+                             arch: str = "", form: str = "") -> list[TritonLaunch]:
     """A short list for the autopick to time on a device of `num_sms` SMs / CUs and
     architecture `arch` (e.g. "sm_90", "gfx950"; "" when unknown); the first is the default.
 
@@ -133,11 +133,13 @@ def triton_launch_candidates(kv_format: str, batch: int, max_kv_len: int, num_sm
     at least 64 tokens a split. The leading form gets its tiles at those splits, then its
     first tile at half / double the splits, then the first and the first neighbour again
     with the in-kernel combine; every other form offered on the architecture gets its
-    first tile at the leading splits."""
+    first tile at the leading splits. A forced `form` is offered alone, on any device."""
     if kv_format not in KERNEL_FORMS:
         raise ValueError(f"no Triton kernel for kv_format {kv_format!r}")
+    if form and form not in KERNEL_FORMS[kv_format]:
+        raise ValueError(f"no {kv_format} kernel form {form!r}; known forms {KERNEL_FORMS[kv_format]}")
     batch, max_kv_len, num_sms = max(batch, 1), max(max_kv_len, 1), max(num_sms, 1)
-    forms = _ARCH_FORMS.get(arch, _ARCH_FORMS[""])[kv_format]
+    forms = (form,) if form else _ARCH_FORMS.get(arch, _ARCH_FORMS[""])[kv_format]
     splits = _pow2_floor(min(2 * num_sms // batch, 64, max(max_kv_len // 64, 1)))
     tiles = _FORM_TILES[(kv_format, forms[0])]
     if batch * splits < num_sms and (kv_format, forms[0]) in _IDLE_SM_FORMS:
@@ -195,6 +197,13 @@ def _mxfp4_operands(kv_fp4, kv_scales, launch):
         raise ValueError("the mxfp4 form scaled_cvt needs 4-byte aligned rows "
                          f"(address {kv_fp4.data_ptr():#x}, row stride {kv_fp4.stride(0)})")
     return kv_fp4, kv_scales if kv_scales.dtype == torch.uint8 else kv_scales.view(torch.uint8)
+
+
+def triton_kv_operands(kv_data, kv_format: str, launch) -> tuple:
+    """(KV buffer, its scale or scales) as the decode kernel takes them for kv_format."""
+    if kv_format == "mxfp4":
+        return _mxfp4_operands(*kv_data["mxfp4"], launch)
+    return tuple(kv_data["fp8"])
 
 
 def kernel_form(kv_format: str, launch) -> str:
@@ -960,18 +969,16 @@ class TritonRunner:
         self.scratch = make_triton_scratch(shape.batch, launch, shape.device)
         self.tails = None  # the kernels' plan-constant arguments, from the first call
         combine = ",combine=in_kernel" if launch.combine_in_kernel and launch.num_splits > 1 else ""
-        self.label = (f"triton_{kv_format}[splits={launch.num_splits},block_n={launch.block_n},"
-                      f"warps={launch.num_warps},stages={launch.num_stages}{combine}]")
+        waves = f",waves_per_eu={launch.waves_per_eu}" if launch.waves_per_eu else ""
+        self.label = (f"triton_{kv_format}[form={kernel_form(kv_format, launch).split('_', 1)[1]},"
+                      f"splits={launch.num_splits},block_n={launch.block_n},warps={launch.num_warps},"
+                      f"stages={launch.num_stages}{waves}{combine}]")
 
     def __call__(self, q, kv_data, qo_indptr, kv_indptr):
         if self.needs_contiguous_q:
             q = q.contiguous()
         out = _new_output(q)
-        if self.kv_format == "mxfp4":
-            buffer, scales = kv_data["mxfp4"]
-            kv, kv_scale = _mxfp4_operands(buffer, scales, self.launch)
-        else:
-            kv, kv_scale = kv_data["fp8"]
+        kv, kv_scale = triton_kv_operands(kv_data, self.kv_format, self.launch)
         if self.tails is None:
             self.tails = decode_tails(q, kv, kv_scale, self.kv_format, self.sm_scale, self.scratch,
                                       self.launch)
@@ -1001,11 +1008,11 @@ class TritonRoute:
         self.kv_format = kv_format
         self.name = f"triton_{kv_format}"
 
-    def variants(self, shape: CallShape) -> list:
+    def variants(self, shape: CallShape, form: str = "") -> list:
         if shape.q_seq_len != 1 or self.kv_format not in shape.formats or not _runs_triton_here(shape.device):
             return []
         num_sms, arch = _device_sms_and_arch(shape.device)
-        launches = triton_launch_candidates(self.kv_format, shape.batch, shape.max_kv_len, num_sms, arch)
+        launches = triton_launch_candidates(self.kv_format, shape.batch, shape.max_kv_len, num_sms, arch, form)
         return [(lambda data, launch=launch: TritonRunner(shape, self.kv_format, launch)) for launch in launches]
 
 
@@ -1454,18 +1461,29 @@ class Plan:
               file=sys.stderr)
 
 
-def _route_candidates(shape: CallShape) -> list:
+def forced_route() -> tuple[str, str]:
+    """MLA_ROUTE=<route>[:<form>] as (route, Triton kernel form); ("", "") when unset."""
     forced = os.environ.get("MLA_ROUTE", "")
-    if forced and forced not in ROUTES:
+    name, _, form = forced.partition(":")
+    if forced and name not in ROUTES:
         raise ValueError(f"MLA_ROUTE={forced!r}: unknown route; known routes are {sorted(ROUTES)}")
+    if form and form not in KERNEL_FORMS.get(name.removeprefix("triton_"), ()):
+        known = [f"triton_{fmt}:{f}" for fmt, forms in KERNEL_FORMS.items() for f in forms]
+        raise ValueError(f"MLA_ROUTE={forced!r}: unknown form; known forms are {known}")
+    return name, form
+
+
+def _route_candidates(shape: CallShape) -> list:
+    forced, form = forced_route()
     routes = [ROUTES[forced]] if forced else list(ROUTES.values())
     factories = []
     for route in routes:
-        for factory in route.variants(shape):
+        for factory in (route.variants(shape, form) if form else route.variants(shape)):
             factory.route_name = route.name  # names the route when building its runner raises
             factories.append(factory)
     if not factories:
-        raise ValueError(f"MLA_ROUTE={forced!r} cannot serve {shape.describe()} with formats {shape.formats}")
+        raise ValueError(f"MLA_ROUTE={os.environ.get('MLA_ROUTE', '')!r} cannot serve {shape.describe()} "
+                         f"with formats {shape.formats}")
     return factories
 
 

@@ -119,11 +119,8 @@ def decode_kernel_calls(data: tuple, kv_format: str, launch) -> list:
     """The KernelCalls of one Triton decode call on `data`, built as TritonRunner does."""
     q, kv_data, qo_indptr, kv_indptr, config = data
     batch = config["batch_size"]
-    if kv_format == "mxfp4":
-        kv, kv_scale = sub._mxfp4_operands(*kv_data["mxfp4"], launch)
-    else:
-        kv, kv_scale = kv_data["fp8"]
+    kv, kv_scale = sub.triton_kv_operands(kv_data, kv_format, launch)
     out = sub._new_output(q)
     scratch = sub.make_triton_scratch(batch, launch, q.device)
-    tails = sub.decode_tails(q, kv, kv_scale, kv_format == "mxfp4", config["sm_scale"], scratch, launch)
+    tails = sub.decode_tails(q, kv, kv_scale, kv_format, config["sm_scale"], scratch, launch)
     return sub.decode_calls((q, kv, kv_scale, qo_indptr, kv_indptr, out), tails, launch)

@@ -469,3 +469,23 @@ def test_launch_candidates_on_gfx950():
             cands = sub.triton_launch_candidates(fmt, batch, length, 256, "gfx950")
             assert {c.form for c in cands} == {form} and all(c.waves_per_eu >= 2 for c in cands)
             assert cands[0].num_splits == min(64, max(1, 512 // batch), length // 64)
+
+
+def test_forced_form(monkeypatch):
+    """MLA_ROUTE=<route>:<form> offers that form alone, with its own tiles, on any device;
+    a form of another format or an unknown one is refused by name."""
+    cands = sub.triton_launch_candidates("fp8", 64, 8192, 132, "sm_90", form="e4m3")
+    assert cands and {c.form for c in cands} == {"e4m3"}
+    monkeypatch.setenv("MLA_ROUTE", "triton_fp8:e4m3")
+    assert sub.forced_route() == ("triton_fp8", "e4m3")
+    monkeypatch.setenv("MLA_ROUTE", "triton_mxfp4")
+    assert sub.forced_route() == ("triton_mxfp4", "")
+    for bad in ("triton_fp8:scaled", "triton_mxfp4:f16", "torch:e4m3", "triton_fp8:"):
+        monkeypatch.setenv("MLA_ROUTE", bad)
+        if bad.endswith(":"):
+            assert sub.forced_route() == ("triton_fp8", "")
+            continue
+        with pytest.raises(ValueError, match="unknown form"):
+            sub.forced_route()
+    with pytest.raises(ValueError, match="no fp8 kernel form"):
+        sub.triton_launch_candidates("fp8", 4, 1024, 132, form="scaled")
