@@ -30,7 +30,7 @@ from pathlib import Path
 import torch
 
 from reference import check_implementation, generate_input
-from utils import clear_l2_cache_large, set_seed
+from utils import clear_l2_cache_large, describe_platform, set_seed
 
 EXIT_PASS, EXIT_USAGE, EXIT_CHECK_FAILED, EXIT_BAD_CASES = 0, 2, 112, 113
 TASK_FILE = Path(__file__).resolve().with_name("task.yml")
@@ -365,10 +365,12 @@ def format_ns(ns: float) -> str:
 
 
 def device_line() -> str:
+    """Human mode's first line: the versions in use and the device."""
+    line = f"eval.py: {describe_platform()}"
     if on_gpu():
-        return f"eval.py: running on {torch.cuda.get_device_name(0)}"
-    return ("eval.py: no GPU found, running on the CPU: test runs the task's tests at full "
-            "size; benchmark and leaderboard use task.yml's reduced cpu_benchmarks")
+        return line
+    return (f"{line}: test runs the task's tests at full size; benchmark and leaderboard use "
+            f"task.yml's reduced cpu_benchmarks")
 
 
 def default_cases(mode: str) -> list[str]:

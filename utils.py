@@ -1,6 +1,11 @@
 """Seeding, tensor comparison and cache flushing: the helpers upstream's eval.py and
-reference.py import from utils, usable on CPU, NVIDIA and ROCm."""
+reference.py import from utils, usable on CPU, NVIDIA and ROCm. describe_platform is ours
+only (eval.py's first line, pytest's header)."""
+import importlib
+import importlib.metadata
+import importlib.util
 import random
+import sys
 
 import numpy as np
 import torch
@@ -141,3 +146,54 @@ def clear_l2_cache_large(device: torch.device | None = None):
         _flush_buffers[key] = torch.empty(_flush_bytes(device) // 4, dtype=torch.int32,
                                           device=device)
     _flush_buffers[key].fill_(0x5A5A5A5A)
+
+
+def _torch_build() -> str:
+    if torch.version.hip:
+        return f"HIP {torch.version.hip}"
+    if torch.version.cuda:
+        return f"CUDA {torch.version.cuda}"
+    return "CPU build"
+
+
+def _installed_version(module_name: str) -> str:
+    """An imported module's __version__, else the version of the distribution providing it."""
+    version = getattr(sys.modules[module_name], "__version__", None)
+    if version:
+        return version
+    distributions = importlib.metadata.packages_distributions().get(module_name)
+    return importlib.metadata.version(distributions[0]) if distributions else "(version unknown)"
+
+
+def _describe_module(name: str, probe: str) -> str:
+    """'NAME VERSION' where the module `probe` imports, 'NAME not installed' where NAME is not
+    found, else 'NAME unusable (the import error)'."""
+    if importlib.util.find_spec(name) is None:
+        return f"{name} not installed"
+    try:
+        importlib.import_module(probe)
+    except Exception as error:
+        first_line = (str(error).splitlines() or [""])[0]
+        return f"{name} unusable ({type(error).__name__}: {first_line})"
+    return f"{name} {_installed_version(name)}"
+
+
+def _describe_device() -> str:
+    if not torch.cuda.is_available():
+        return "CPU (no GPU)"
+    properties = torch.cuda.get_device_properties(0)
+    if torch.version.hip:
+        arch = properties.gcnArchName.split(":")[0]   # 'gfx950:sramecc+:xnack-'
+    else:
+        arch = f"sm_{properties.major}{properties.minor}"
+    count = torch.cuda.device_count()
+    return f"{properties.name} ({arch})" + (f", the first of {count}" if count > 1 else "")
+
+
+def describe_platform() -> str:
+    """The versions in use and the device, e.g. 'torch 2.11.0+cu130 (CUDA 13.0), triton 3.6.0,
+    aiter not installed; device NVIDIA H200 (sm_90)'. aiter counts only with aiter.mla, as in
+    reference.py: ROCm's aiter has it, the unrelated `aiter` on PyPI does not."""
+    return (f"torch {torch.__version__} ({_torch_build()}), "
+            f"{_describe_module('triton', 'triton')}, {_describe_module('aiter', 'aiter.mla')}; "
+            f"device {_describe_device()}")

@@ -1,4 +1,5 @@
-"""Shared helpers: the repo root on sys.path, and running eval.py as the leaderboard does."""
+"""Shared helpers: the repo root on sys.path, the versions in pytest's header, and running
+eval.py as the leaderboard does."""
 import os
 import subprocess
 import sys
@@ -11,6 +12,24 @@ if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
 PLAN_ENV = ("MLA_ROUTE", "MLA_DEBUG", "MLA_CHECK_INDPTR")
+
+
+def versions_line() -> str:
+    from utils import describe_platform
+    return f"versions and device: {describe_platform()}"
+
+
+def pytest_report_header(config):
+    return versions_line()
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionstart(session):
+    """-q hides pytest's header, and the README's test command uses -q: there the versions
+    line is printed alone, first."""
+    terminal = session.config.pluginmanager.get_plugin("terminalreporter")
+    if terminal is not None and not terminal.showheader:
+        terminal.write_line(versions_line())
 
 
 @pytest.fixture

@@ -6,6 +6,7 @@ import pytest
 
 import eval as harness
 from reference import generate_input
+from utils import describe_platform
 
 SMALL_CASES = ["batchsize: 2; qseqlen: 1; kvseqlen: 64; seed: 11",
                "batchsize: 3; qseqlen: 1; kvseqlen: 31; seed: 12"]
@@ -147,6 +148,7 @@ def test_human_mode_prints_a_table_with_routes(run_eval, submission_file, cases_
                                submission_file("correct"), protocol=False)
     assert rc == 0, err
     first, *rows = out.splitlines()
+    assert first.startswith(f"eval.py: {describe_platform()}: ")   # versions in use, device
     assert "no GPU" in first
     case_rows = [row for row in rows if row.startswith("batchsize")]
     assert len(case_rows) == 2

@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
-# Installs everything the benchmark and the tests need, on a fresh machine.
-# - requirements.txt: the pinned torch / triton / test tools.
+# Installs what the benchmark and the tests need, keeping the GPU stack a machine has.
+# - torch, triton (tools/gpu_stack.py): an installed build is kept (ROCm, CUDA or CPU torch;
+#   PyPI's triton or ROCm's pytorch-triton-rocm); only a missing one is installed, at its
+#   pin in tools/torch-triton-pins.txt. One line each says which. aiter is never installed.
+# - requirements.txt: the test and development tools, always installed.
 # - .ci/aiter_wheel: AMD's pure-Python aiter wheel, unpacked WITHOUT its dependencies and
-#   never imported as a package: tests read its MXFP4 quantizer by file path to check our
-#   bytes against aiter's. (`pip install aiter` would fetch an unrelated package.)
+#   never imported as a package (not on any import path, so it shadows no installed aiter):
+#   tests read its MXFP4 quantizer by file path to check our bytes against aiter's.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+python3 tools/gpu_stack.py
 python3 -m pip install -q -r requirements.txt
 if [ ! -f .ci/aiter_wheel/aiter/utility/fp4_utils.py ]; then
     python3 -m pip install -q --no-deps --target .ci/aiter_wheel amd-aiter==0.1.7.post2.dev18

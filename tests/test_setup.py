@@ -1,0 +1,263 @@
+"""tools/setup.sh keeps the torch and triton a machine has, installs their pins only where
+they are missing, and never installs or replaces aiter.
+
+Each case runs the real tools/setup.sh, as a user would, with a fresh venv under tmp first
+on PATH (never the system Python). The GPU stacks are stand-ins: distributions with
+metadata and a module whose __version__ and STAND_IN marker tell them from real ones. The
+case without torch installs the pins (from this machine's disk: about a minute).
+"""
+import importlib.util
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+SETUP = REPO_ROOT / "tools" / "setup.sh"
+SETUP_TIMEOUT_S = 600
+
+
+def load_gpu_stack():
+    spec = importlib.util.spec_from_file_location("gpu_stack", REPO_ROOT / "tools" / "gpu_stack.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+PINS = load_gpu_stack().read_pins()
+
+# What one venv's Python imports: each module's version, file and stand-in marker.
+MODULES_SCRIPT = """
+import importlib, importlib.util, json
+modules = {}
+for name in ("torch", "triton", "aiter"):
+    if importlib.util.find_spec(name) is None:
+        modules[name] = None
+        continue
+    module = importlib.import_module(name)
+    modules[name] = {"version": module.__version__, "file": module.__file__,
+                     "stand_in": getattr(module, "STAND_IN", None)}
+print(json.dumps(modules))
+"""
+DISTRIBUTIONS_SCRIPT = """
+import importlib.metadata, json
+print(json.dumps({dist.metadata["Name"].lower(): dist.version
+                  for dist in importlib.metadata.distributions()}))
+"""
+# Distributions that are (part of) a GPU stack: set-up must leave them as they are.
+GPU_STACK_DISTRIBUTIONS = ("torch", "triton", "pytorch-triton-rocm", "amd-aiter", "aiter")
+
+
+@pytest.fixture
+def venv_dir(tmp_path):
+    """Where a test's venv goes; removed afterwards (a venv with torch holds ~1.7 GB)."""
+    path = tmp_path / "venv"
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def make_venv(path: Path, with_pip: bool = True) -> Path:
+    command = [sys.executable, "-m", "venv", str(path)] + ([] if with_pip else ["--without-pip"])
+    subprocess.run(command, check=True, timeout=300)
+    return path
+
+
+def site_packages(venv: Path) -> Path:
+    return Path(subprocess.run(
+        [venv / "bin" / "python", "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        check=True, capture_output=True, text=True).stdout.strip())
+
+
+def add_stand_in(venv: Path, distribution: str, version: str, module: str,
+                 init_text: str | None = None):
+    """A distribution `distribution==version` providing the package `module`, as pip sees one
+    (METADATA, RECORD, top_level.txt) and as Python imports one (__version__, STAND_IN)."""
+    site = site_packages(venv)
+    package = site / module
+    package.mkdir()
+    (package / "__init__.py").write_text(
+        init_text or f"__version__ = {version!r}\nSTAND_IN = {distribution!r}\n")
+    dist_info = site / f"{distribution.replace('-', '_')}-{version}.dist-info"
+    dist_info.mkdir()
+    (dist_info / "METADATA").write_text(
+        f"Metadata-Version: 2.1\nName: {distribution}\nVersion: {version}\n")
+    (dist_info / "INSTALLER").write_text("stand-in\n")
+    (dist_info / "top_level.txt").write_text(f"{module}\n")
+    (dist_info / "RECORD").write_text("".join(
+        f"{path.relative_to(site)},,\n"
+        for path in (package / "__init__.py", *(dist_info / name for name in
+                     ("METADATA", "INSTALLER", "top_level.txt", "RECORD")))))
+
+
+def run_setup(venv: Path) -> subprocess.CompletedProcess:
+    """tools/setup.sh with the venv first on PATH, so that its `python3` is the venv's."""
+    env = {key: value for key, value in os.environ.items()
+           if key not in ("PYTHONPATH", "PYTHONHOME")}
+    env.update(PATH=f"{venv / 'bin'}{os.pathsep}{os.environ['PATH']}", VIRTUAL_ENV=str(venv))
+    return subprocess.run(["bash", str(SETUP)], env=env, capture_output=True, text=True,
+                          timeout=SETUP_TIMEOUT_S)
+
+
+def in_venv(venv: Path, script: str):
+    result = subprocess.run([venv / "bin" / "python", "-c", script],
+                            capture_output=True, text=True, check=True)
+    return json.loads(result.stdout)
+
+
+def gpu_stack_distributions(distributions: dict) -> dict:
+    return {name: version for name, version in distributions.items()
+            if name in GPU_STACK_DISTRIBUTIONS or name.startswith("nvidia-")}
+
+
+def setup_lines(result: subprocess.CompletedProcess) -> list[str]:
+    return [line for line in result.stdout.splitlines() if line.startswith("setup: ")]
+
+
+# (distribution, version, module): the leaderboard's MI355X runner as participants report it
+# (ROCm 7.1, torch 2.10, Triton 3.6), whose triton module comes from pytorch-triton-rocm.
+ROCM_STACK = [("torch", "2.10.0+rocm7.1", "torch"),
+              ("pytorch-triton-rocm", "3.6.0+rocm7.1", "triton"),
+              ("amd-aiter", "0.1.10", "aiter")]
+
+
+def test_setup_keeps_an_installed_rocm_stack(venv_dir):
+    venv = make_venv(venv_dir)
+    for distribution, version, module in ROCM_STACK:
+        add_stand_in(venv, distribution, version, module)
+    assert "pytest" not in in_venv(venv, DISTRIBUTIONS_SCRIPT)
+
+    result = run_setup(venv)
+
+    assert result.returncode == 0, result.stderr
+    modules, distributions = in_venv(venv, MODULES_SCRIPT), in_venv(venv, DISTRIBUTIONS_SCRIPT)
+    for distribution, version, module in ROCM_STACK:
+        assert modules[module]["stand_in"] == distribution
+        assert modules[module]["version"] == version
+    # Nothing was added beside them (no `triton` over pytorch-triton-rocm's module, no CUDA
+    # libraries, no `aiter`) and nothing replaced.
+    assert gpu_stack_distributions(distributions) == {
+        distribution: version for distribution, version, _ in ROCM_STACK}
+    assert "pytest" in distributions   # set-up went on to the test tools
+    site = site_packages(venv)
+    assert setup_lines(result) == [
+        f"setup: kept torch 2.10.0+rocm7.1 from {site / 'torch'} (pip distribution: torch)",
+        f"setup: kept triton 3.6.0+rocm7.1 from {site / 'triton'} "
+        f"(pip distribution: pytorch-triton-rocm)",
+        f"setup: aiter found at {site / 'aiter'} (pip distribution: amd-aiter): left as it is"]
+
+
+def test_setup_refuses_to_replace_a_torch_that_fails_to_import(venv_dir):
+    # Without pip in the venv: set-up must stop before it would install anything.
+    venv = make_venv(venv_dir, with_pip=False)
+    add_stand_in(venv, "torch", "2.10.0+rocm7.1", "torch",
+                 init_text="raise ImportError('libamdhip64.so: cannot open shared object file')\n")
+
+    result = run_setup(venv)
+
+    assert result.returncode == 1
+    assert "setup: torch is installed but fails to import: ImportError: libamdhip64.so" in result.stderr
+    assert "Set-up does not replace an installed build" in result.stderr
+    assert in_venv(venv, DISTRIBUTIONS_SCRIPT) == {"torch": "2.10.0+rocm7.1"}
+
+
+def test_setup_installs_the_pins_where_torch_and_triton_are_missing(venv_dir):
+    venv = make_venv(venv_dir)
+
+    result = run_setup(venv)
+
+    assert result.returncode == 0, result.stderr
+    modules, distributions = in_venv(venv, MODULES_SCRIPT), in_venv(venv, DISTRIBUTIONS_SCRIPT)
+    site = str(site_packages(venv))
+    lines = setup_lines(result)
+    for name, pin in PINS.items():
+        module = modules[name]
+        assert module["stand_in"] is None and module["file"].startswith(site)
+        assert module["version"].split("+")[0] == pin.split("==")[1]   # torch: 2.13.0+cpu here
+        assert f"setup: installed {name} {module['version']} ({pin}: no {name} was installed)" in lines
+    assert modules["aiter"] is None
+    assert not {"aiter", "amd-aiter"} & distributions.keys()
+    assert lines[-1].startswith("setup: aiter not found: not installed")
+
+
+def test_read_pins_rejects_a_line_that_is_not_an_exact_pin(tmp_path):
+    pins_file = tmp_path / "pins.txt"
+    pins_file.write_text("# comment\ntorch==2.13.0  # trailing\n\ntriton==3.6.0\n")
+    assert load_gpu_stack().read_pins(pins_file) == {"torch": "torch==2.13.0",
+                                                     "triton": "triton==3.6.0"}
+    pins_file.write_text("torch==2.13.0\ntriton>=3.6\n")
+    with pytest.raises(ValueError, match=r"pins.txt:2: expected name==version"):
+        load_gpu_stack().read_pins(pins_file)
+
+
+# keep_or_install's order of decisions, in this process: stand-in modules under names of
+# their own (never torch or triton) in a folder put first on sys.path.
+TORCH_NAME, TRITON_NAME = "stand_in_torch_for_setup", "stand_in_triton_for_setup"
+UNIT_PINS = {TORCH_NAME: f"{TORCH_NAME}==2.13.0", TRITON_NAME: f"{TRITON_NAME}==3.6.0"}
+
+
+@pytest.fixture
+def module_folder(tmp_path, monkeypatch):
+    """write(name, version) makes a package importable from a folder first on sys.path."""
+    monkeypatch.syspath_prepend(str(tmp_path))
+
+    def write(name: str, version: str, init_text: str | None = None):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "__init__.py").write_text(init_text or f"__version__ = {version!r}\n")
+    yield write
+    for name in UNIT_PINS:
+        sys.modules.pop(name, None)
+
+
+def test_keep_or_install_keeps_what_is_found(module_folder):
+    module_folder(TORCH_NAME, "2.10.0+rocm7.1")
+    module_folder(TRITON_NAME, "3.6.0+rocm7.1")
+    installs, lines = [], []
+    load_gpu_stack().keep_or_install(UNIT_PINS, install=installs.append, report=lines.append)
+    assert installs == []
+    assert [line.split(" from ")[0] for line in lines] == [
+        f"setup: kept {TORCH_NAME} 2.10.0+rocm7.1", f"setup: kept {TRITON_NAME} 3.6.0+rocm7.1"]
+
+
+def test_keep_or_install_keeps_a_module_an_earlier_install_brought(module_folder):
+    # PyPI's CUDA torch depends on its own triton: that triton is kept, the pin not applied.
+    installs, lines = [], []
+
+    def install(pin):
+        installs.append(pin)
+        module_folder(TORCH_NAME, "2.13.0")
+        module_folder(TRITON_NAME, "3.7.1")
+
+    load_gpu_stack().keep_or_install(UNIT_PINS, install=install, report=lines.append)
+    assert installs == [UNIT_PINS[TORCH_NAME]]
+    assert lines[0] == (f"setup: installed {TORCH_NAME} 2.13.0 ({UNIT_PINS[TORCH_NAME]}: "
+                        f"no {TORCH_NAME} was installed)")
+    assert lines[1].startswith(f"setup: installed {TRITON_NAME} 3.7.1 as a dependency of "
+                               f"{UNIT_PINS[TORCH_NAME]} ")
+    assert lines[1].endswith(f"; {UNIT_PINS[TRITON_NAME]} not applied over it")
+
+
+def test_keep_or_install_installs_only_the_missing_one(module_folder):
+    module_folder(TORCH_NAME, "2.12.0+cpu")
+    installs, lines = [], []
+
+    def install(pin):
+        installs.append(pin)
+        module_folder(TRITON_NAME, "3.6.0")
+
+    load_gpu_stack().keep_or_install(UNIT_PINS, install=install, report=lines.append)
+    assert installs == [UNIT_PINS[TRITON_NAME]]
+    assert lines[0].startswith(f"setup: kept {TORCH_NAME} 2.12.0+cpu from ")
+    assert lines[1] == (f"setup: installed {TRITON_NAME} 3.6.0 ({UNIT_PINS[TRITON_NAME]}: "
+                        f"no {TRITON_NAME} was installed)")
+
+
+def test_keep_or_install_installs_nothing_when_an_installed_module_is_broken(module_folder):
+    module_folder(TRITON_NAME, "3.6.0", init_text="raise OSError('libamdhip64.so missing')\n")
+    gpu_stack, installs = load_gpu_stack(), []
+    with pytest.raises(gpu_stack.BrokenInstall, match="fails to import: OSError: libamdhip64"):
+        gpu_stack.keep_or_install(UNIT_PINS, install=installs.append, report=print)
+    assert installs == []

@@ -1,0 +1,127 @@
+"""Set-up's first step: keep the torch and triton a machine has; install the pins where missing.
+
+A GPU machine comes with the torch its driver needs (ROCm or CUDA) and the triton that goes
+with it, and on ROCm with aiter built against both; PyPI's wheels installed over them would
+break that stack. So each pin of tools/torch-triton-pins.txt (`name==version`, for the module
+of the same name) is installed only where that module is not found, one pin at a time in the
+file's order. A module that is found is imported and kept, whatever its version and whichever
+distribution provides it (ROCm's triton comes as `pytorch-triton-rocm`). aiter is only
+reported, never installed: ROCm ships it, and `pip install aiter` fetches an unrelated package.
+
+Prints one line a module. Exits 1, changing nothing, where an installed torch or triton fails
+to import (set-up never replaces an installed build), and exits 1 where pip fails.
+"""
+import importlib
+import importlib.metadata
+import importlib.util
+import subprocess
+import sys
+from pathlib import Path
+
+PINS_FILE = Path(__file__).resolve().with_name("torch-triton-pins.txt")
+
+
+class BrokenInstall(Exception):
+    """A module is installed but cannot be imported, or is not what its name says."""
+
+
+def read_pins(path: Path = PINS_FILE) -> dict[str, str]:
+    """{module name: pin} from the `name==version` lines; comments and blank lines skipped."""
+    pins = {}
+    for number, line in enumerate(path.read_text().splitlines(), 1):
+        pin = line.split("#", 1)[0].strip()
+        if not pin:
+            continue
+        name, separator, version = (part.strip() for part in pin.partition("=="))
+        if not (name and separator and version):
+            raise ValueError(f"{path}:{number}: expected name==version, got {line!r}")
+        pins[name] = f"{name}=={version}"
+    return pins
+
+
+def providers(module_name: str) -> str:
+    """The installed distributions that provide a top-level module, e.g. 'pytorch-triton-rocm'."""
+    names = importlib.metadata.packages_distributions().get(module_name, [])
+    return ", ".join(sorted(set(names))) or "none found"
+
+
+def import_installed(module_name: str):
+    """The installed module, imported; None where it is not found. Raises BrokenInstall."""
+    if importlib.util.find_spec(module_name) is None:
+        return None
+    try:
+        module = importlib.import_module(module_name)
+    except Exception as error:
+        raise BrokenInstall(f"{module_name} is installed but fails to import: "
+                            f"{type(error).__name__}: {error}") from error
+    if getattr(module, "__version__", None) is None:
+        raise BrokenInstall(f"{module_name} at {module.__spec__.origin} has no __version__: "
+                            f"not an installed {module_name}")
+    return module
+
+
+def location(module) -> str:
+    return str(Path(module.__file__).parent)
+
+
+def describe_aiter() -> str:
+    """Where aiter is and which distribution provides it, without importing it (its import
+    loads ROCm libraries)."""
+    spec = importlib.util.find_spec("aiter")
+    if spec is None:
+        return ("aiter not found: not installed (ROCm ships it; `pip install aiter` is an "
+                "unrelated package)")
+    where = spec.submodule_search_locations[0] if spec.submodule_search_locations else spec.origin
+    return f"aiter found at {where} (pip distribution: {providers('aiter')}): left as it is"
+
+
+def pip_install(pin: str):
+    if subprocess.run([sys.executable, "-m", "pip", "install", "-q", pin]).returncode:
+        raise RuntimeError(f"pip could not install {pin}")
+    importlib.invalidate_caches()
+
+
+def keep_or_install(pins: dict[str, str], install=pip_install, report=print):
+    """Keeps each pinned module that is found; installs the others, one pin at a time in the
+    file's order, so that a module an earlier install brought (PyPI's CUDA torch brings its
+    own triton) is kept too rather than fought over. Reports one line a module. Raises
+    BrokenInstall, before installing anything, where an installed module fails to import;
+    RuntimeError where an install fails."""
+    found = {name: import_installed(name) for name in pins}
+    installed = []
+    for name, pin in pins.items():
+        module = found[name]
+        if module is not None:
+            report(f"setup: kept {name} {module.__version__} from {location(module)} "
+                   f"(pip distribution: {providers(name)})")
+            continue
+        module = import_installed(name)
+        if module is not None:
+            report(f"setup: installed {name} {module.__version__} as a dependency of "
+                   f"{', '.join(installed)} (pip distribution: {providers(name)}); "
+                   f"{pin} not applied over it")
+            continue
+        install(pin)
+        installed.append(pin)
+        module = import_installed(name)
+        if module is None:
+            raise RuntimeError(f"{name} is still not found after installing {pin}")
+        report(f"setup: installed {name} {module.__version__} ({pin}: no {name} was installed)")
+
+
+def main() -> int:
+    try:
+        keep_or_install(read_pins(), report=lambda line: print(line, flush=True))
+    except BrokenInstall as error:
+        print(f"setup: {error}. Set-up does not replace an installed build: repair or "
+              f"uninstall it, then run set-up again.", file=sys.stderr)
+        return 1
+    except RuntimeError as error:
+        print(f"setup: {error}", file=sys.stderr)
+        return 1
+    print(f"setup: {describe_aiter()}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
