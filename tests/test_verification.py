@@ -18,13 +18,15 @@ the output's own scale (submission.ERROR_BOUNDS, set by bench/verify_errors.py).
 import concurrent.futures
 import multiprocessing
 import os
+import subprocess
+import sys
 
 import pytest
 import torch
 
 import reference
 import submission
-from bench.robustness_gpu import ragged_input
+from bench.robustness_gpu import ROOT, ragged_input
 from fake_aiter import FakeAiter
 
 pytestmark = pytest.mark.usefixtures("fresh_plans")
@@ -224,3 +226,14 @@ def test_a_route_that_misses_a_bound_on_a_valid_input_falls_back(fake_aiter):
     exact = submission.TorchRunner(submission.CallShape(data), chosen.kv_format).exact(*data[:4])
     errors = submission.output_errors(out, exact, data[2])
     assert errors["sequence_rms"] <= submission.ERROR_BOUNDS[chosen.kv_format].sequence_rms, errors
+
+
+@pytest.mark.parametrize("rule", ["current", "2e-2", "1e-2"])
+def test_the_verifier_applies_the_check_rule_that_reference_applies(rule):
+    code = ("import reference, submission; print(reference.CHECK_RTOL == submission.CHECK_RTOL, "
+            "reference.CHECK_ATOL == submission.CHECK_ATOL, "
+            "reference.CHECK_MISMATCH_ALLOWANCE == submission.CHECK_MISMATCH_ALLOWANCE)")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MLA_")}
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
+                          env=dict(env, MLA_CHECK_RULE=rule), timeout=120)
+    assert proc.stdout.split() == ["True"] * 3, proc.stderr[-2000:]
