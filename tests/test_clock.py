@@ -92,9 +92,9 @@ def test_cpu_clock_reads_wall_time():
 
 
 def host_slow_call(cell):
-    """1 ms of host time, then one tiny kernel: on the leaderboard's clock only the
+    """0.5 ms of host time, then one tiny kernel: on the leaderboard's clock only the
     kernel counts."""
-    time.sleep(1e-3)
+    time.sleep(5e-4)
     cell.add_(1)
 
 
@@ -120,4 +120,4 @@ def test_autopick_clock_hides_host_time_like_the_leaderboard():
     clock = submission.LeaderboardClock(torch.device("cuda"))
     us = statistics.median(clock.time_us(lambda: host_slow_call(cell)) for _ in range(5))
     assert us < 200, us
-    assert submission.HostClock.time_us(lambda: host_slow_call(cell)) > 1000
+    assert submission.HostClock.time_us(lambda: host_slow_call(cell)) > 500
