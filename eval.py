@@ -187,7 +187,9 @@ def describe_route(submission, data) -> str | None:
 
 
 def timed_call(custom_kernel, data) -> tuple[torch.Tensor, float]:
-    """(output, ns): sync, flush L2, time the Python call (events on GPU), sync."""
+    """(output, ns): sync, flush L2, time the Python call (events on GPU), sync. On a GPU
+    the flush is the leaderboard's 64 GB randn: the GPU is still busy with it while the host
+    queues the call, so the events read device time, as on the leaderboard."""
     synchronize()
     clear_l2_cache_large()
     if on_gpu():

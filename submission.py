@@ -915,14 +915,21 @@ def _torch_attention_chunk(q_rows, kv_rows, q_seq_len: int, kv_len: int, sm_scal
 
 
 class TorchRunner:
-    def __init__(self, shape: CallShape, fmt: str):
-        self.fmt = fmt
+    def __init__(self, shape: CallShape, kv_format: str):
+        self.kv_format = kv_format
         self.q_seq_len = shape.q_seq_len
         self.sm_scale = shape.sm_scale
-        self.label = f"torch[{fmt}]"
+        self.label = f"torch[{kv_format}]"
 
     def __call__(self, q, kv_data, qo_indptr, kv_indptr):
-        out = _new_output(q)
+        return self._attend_into(_new_output(q), q, kv_data, qo_indptr, kv_indptr)
+
+    def exact(self, q, kv_data, qo_indptr, kv_indptr) -> torch.Tensor:
+        """The same attention with a float32 output: the verifier's yardstick."""
+        out = torch.empty((q.shape[0], NUM_HEADS, V_HEAD_DIM), dtype=torch.float32, device=q.device)
+        return self._attend_into(out, q, kv_data, qo_indptr, kv_indptr)
+
+    def _attend_into(self, out, q, kv_data, qo_indptr, kv_indptr):
         kv_bounds = kv_indptr.tolist()
         q_bounds = qo_indptr.tolist()
         batch = len(kv_bounds) - 1
@@ -940,11 +947,11 @@ class TorchRunner:
                 out[q_start:q_end] = 0
             else:
                 nseq = last - first
-                kv_rows = _kv_rows_fp32(kv_data, self.fmt, kv_bounds[first], kv_bounds[last])
+                kv_rows = _kv_rows_fp32(kv_data, self.kv_format, kv_bounds[first], kv_bounds[last])
                 q_rows = q[q_start:q_end].float().reshape(nseq, self.q_seq_len * NUM_HEADS, QK_HEAD_DIM)
                 result = _torch_attention_chunk(q_rows, kv_rows.reshape(nseq, kv_len, QK_HEAD_DIM),
                                                 self.q_seq_len, kv_len, self.sm_scale)
-                out[q_start:q_end] = result.reshape(q_end - q_start, NUM_HEADS, V_HEAD_DIM).to(torch.bfloat16)
+                out[q_start:q_end] = result.reshape(q_end - q_start, NUM_HEADS, V_HEAD_DIM).to(out.dtype)
             first = last
         return out
 
@@ -1230,6 +1237,7 @@ class AiterRunner:
     def __init__(self, shape: CallShape, data, q_in_fp8: bool, num_kv_splits: int):
         q, kv_data, qo_indptr, kv_indptr, _ = data
         fp8_dtype = kv_data["fp8"][0].dtype
+        self.kv_format = "fp8"
         self.q_in_fp8 = q_in_fp8
         self.num_kv_splits = num_kv_splits
         self.sm_scale = shape.sm_scale
@@ -1306,88 +1314,200 @@ ROUTES = {route.name: route for route in
 
 
 # =====================================================================================
-# Autopick: time every candidate on the first call of a key, verify it against the
-# reference on the same input with the check rule in force, keep the fastest that passes.
+# Verification: what the autopick demands of a candidate's output on the plan's first
+# input, before it is timed. Once per plan, never per call.
 # =====================================================================================
-def _harness_reference():
-    """The harness's reference.py, which the leaderboard places beside this file."""
-    try:
-        import reference
-    except Exception:  # submission.py used on its own, without the harness files
-        return None
-    return reference
+# The leaderboard's check rule: |out - ref| <= atol + rtol * |ref| elementwise against its
+# a8w8 reference, up to 5% of the elements may miss. MLA_CHECK_RULE selects one of its
+# older, stricter tolerances, as in this project's reference.py.
+_CHECK_TOLERANCES = {"current": 0.1, "2e-2": 0.02, "1e-2": 0.01}
+if os.environ.get("MLA_CHECK_RULE", "current") not in _CHECK_TOLERANCES:
+    raise ValueError(f"MLA_CHECK_RULE must be one of {sorted(_CHECK_TOLERANCES)}")
+CHECK_RTOL = CHECK_ATOL = _CHECK_TOLERANCES[os.environ.get("MLA_CHECK_RULE", "current")]
+CHECK_MISMATCH_ALLOWANCE = 0.05
 
 
-def _compare(output, expected, rtol: float, atol: float, allowance: float):
-    if output.shape != expected.shape:
-        return False, f"shape {tuple(output.shape)} != {tuple(expected.shape)}"
-    out, ref = output.float(), expected.float()
-    close = torch.isclose(out, ref, rtol=rtol, atol=atol, equal_nan=True)
-    mismatch = 1.0 - close.float().mean().item()
-    finite = torch.isfinite(out) & torch.isfinite(ref)
-    max_abs = (out - ref).abs()[finite].max().item() if finite.any() else 0.0
-    return mismatch <= allowance, f"mismatch {mismatch:.2%} max_abs {max_abs:.3g}"
+@dataclasses.dataclass(frozen=True)
+class ErrorBound:
+    """Bounds on a candidate's error against exact fp32 attention over the KV format it
+    reads, relative to the output's own scale (the rule's atol of 0.1 is larger than
+    unit-randn outputs at long lengths, so it passes zeros and halved outputs)."""
+    sequence_rms: float  # worst sequence's rms(out - exact) / rms(exact)
+    element: float       # largest |out - exact| over the rms of the whole exact output
+
+
+# One per KV format: 3x (rounded up) the worst error that bench/verify_errors.py measured on
+# its regular inputs over the routes, the a8w8 reference and the coming gfx950 forms.
+ERROR_BOUNDS = {
+    # torch[bf16]: 0.17%, 1.6% (results/2026-11-30-cpu-verify-errors)
+    "bf16": ErrorBound(sequence_rms=0.006, element=0.05),
+    # coming fp8 form, e4m3 Q and P: 3.4%, 19% (results/2026-11-30-cpu-verify-errors)
+    "fp8": ErrorBound(sequence_rms=0.11, element=0.6),
+    # coming MXFP4 form, e4m3 Q: 2.7%, 16% (results/2026-11-30-cpu-verify-errors)
+    "mxfp4": ErrorBound(sequence_rms=0.09, element=0.5),
+}
+
+
+def rule_mismatch(output, expected) -> float:
+    """Fraction of elements the check rule counts as missed (NaN against NaN matches)."""
+    close = torch.isclose(output.float(), expected.float(), rtol=CHECK_RTOL, atol=CHECK_ATOL, equal_nan=True)
+    return 1.0 - close.float().mean().item()
+
+
+def output_errors(output, exact, qo_indptr) -> dict:
+    """The quantities ErrorBound limits, of `output` against `exact` (same shape):
+    nonfinite: elements where NaN, +Inf or -Inf differ between the two;
+    sequence_rms, worst_sequence: the worst per-sequence relative RMS error and its index
+      (a sequence whose exact output is all zeros counts 0 if matched, else inf);
+    element: the largest error over the RMS of the exact output.
+    Finite elements of both only, in float64."""
+    out, ref = output.float(), exact.float()
+    nonfinite = int(((out.isnan() != ref.isnan()) | (out.isposinf() != ref.isposinf())
+                     | (out.isneginf() != ref.isneginf())).sum())
+    finite = out.isfinite() & ref.isfinite()
+    diff = torch.where(finite, out - ref, 0.0).double()
+    ref = torch.where(finite, ref, 0.0).double()
+    lengths = (qo_indptr[1:] - qo_indptr[:-1]).long()
+    sequence_of_row = torch.repeat_interleave(torch.arange(lengths.numel(), device=lengths.device), lengths)
+    per_sequence = lambda x: x.new_zeros(lengths.numel()).index_add_(  # noqa: E731
+        0, sequence_of_row, (x * x).sum((1, 2))[:sequence_of_row.numel()])
+    seq_diff, seq_ref = per_sequence(diff), per_sequence(ref)
+    relative = _safe_ratio(seq_diff, seq_ref).sqrt()
+    worst = int(relative.argmax()) if relative.numel() else 0
+    count = int(finite.sum())
+    rms = ((ref * ref).sum() / max(count, 1)).sqrt()
+    largest = diff.abs().max() if count else diff.new_zeros(())
+    return {"nonfinite": nonfinite, "sequence_rms": float(relative[worst]) if relative.numel() else 0.0,
+            "worst_sequence": worst, "element": float(_safe_ratio(largest, rms))}
+
+
+def _safe_ratio(num, den):
+    # num / den, with 0 / 0 = 0 and x / 0 = inf.
+    return torch.where(den > 0, num / den.clamp(min=torch.finfo(den.dtype).tiny),
+                       torch.where(num > 0, float("inf"), 0.0))
 
 
 class Verifier:
-    """Checks a candidate's output with the rule the harness will apply."""
+    """Judges candidates' outputs on one input (a plan's first), in two ways:
+    - the leaderboard's check rule against the a8w8 reference's math (per-tensor fp8 Q,
+      the fp8 KV, fp32 softmax), computed here: this file is uploaded alone and imports
+      none of the harness's modules. Where exact attention itself misses that rule
+      (peaked scores, huge magnitudes, a NaN that the per-tensor scales spread
+      everywhere), the a8w8 rounding is what misses, and exact attention stands in;
+    - ERROR_BOUNDS against exact attention over the KV format the candidate reads."""
 
     def __init__(self, data, shape: CallShape):
-        # The reference reads the fp8 KV: without it, exact attention is the yardstick.
-        reference = _harness_reference() if "fp8" in data[1] else None
-        exact = TorchRunner(shape, shape.most_precise_format)(*data[:4])
-        rule = (0.1, 0.1, 0.05)
-        if reference is not None and hasattr(reference, "CHECK_RTOL"):
-            expected = reference.ref_kernel(data)
-            rule = (reference.CHECK_RTOL, reference.CHECK_ATOL, reference.CHECK_MISMATCH_ALLOWANCE)
-            self.check = lambda output: _compare(output, expected, *rule)
-        elif reference is not None:  # the leaderboard's own reference: use its check as is
-            self.check = lambda output: self._leaderboard_check(reference, data, output)
-        exact_check = lambda output: _compare(output, exact, *rule)  # noqa: E731
-        if reference is None or not self.check(exact)[0]:
-            # Where exact attention itself misses the reference (peaked scores, large
-            # magnitudes, a NaN/Inf that the per-tensor fp8 scales spread to every
-            # element), the reference's quantization misses: exact attention judges.
-            self.check = exact_check
+        self.args = data[:4]
+        self.shape = shape
+        self._exact = {}
+        exact = self.exact(shape.most_precise_format).to(torch.bfloat16)
+        self.rule_expected = exact
+        if "fp8" in data[1]:
+            a8w8 = self._a8w8_reference()
+            if rule_mismatch(exact, a8w8) <= CHECK_MISMATCH_ALLOWANCE:
+                self.rule_expected = a8w8
+
+    def exact(self, kv_format: str) -> torch.Tensor:
+        """Exact fp32 attention over `kv_format` (the torch route's math), computed once."""
+        if kv_format not in self._exact:
+            self._exact[kv_format] = TorchRunner(self.shape, kv_format).exact(*self.args)
+        return self._exact[kv_format]
+
+    def _a8w8_reference(self) -> torch.Tensor:
+        q, kv_data, qo_indptr, kv_indptr = self.args
+        q_fp8, q_scale = quantize_q_fp8(q.contiguous(), kv_data["fp8"][0].dtype)
+        return TorchRunner(self.shape, "fp8")(q_fp8.float() * q_scale, kv_data, qo_indptr, kv_indptr)
+
+    def check(self, kv_format: str, output) -> tuple[bool, str]:
+        """(passed, what was measured, naming every bound that failed)."""
+        if output.shape != self.rule_expected.shape:
+            return False, f"shape {tuple(output.shape)} != {tuple(self.rule_expected.shape)}"
+        bound = ERROR_BOUNDS[kv_format]
+        mismatch = rule_mismatch(output, self.rule_expected)
+        errors = output_errors(output, self.exact(kv_format), self.args[2])
+        failed = []
+        if mismatch > CHECK_MISMATCH_ALLOWANCE:
+            failed.append(f"check rule: mismatch {mismatch:.2%} > {CHECK_MISMATCH_ALLOWANCE:.0%}")
+        if errors["nonfinite"]:
+            failed.append(f"non-finite elements: {errors['nonfinite']} differ from exact attention")
+        if not errors["sequence_rms"] <= bound.sequence_rms:
+            failed.append(f"sequence relative RMS error {errors['sequence_rms']:.3g} > {bound.sequence_rms} "
+                          f"({kv_format} bound; sequence {errors['worst_sequence']})")
+        if not errors["element"] <= bound.element:
+            failed.append(f"largest element error {errors['element']:.3g} x the output's RMS > "
+                          f"{bound.element} ({kv_format} bound)")
+        if failed:
+            return False, "; ".join(failed)
+        return True, (f"mismatch {mismatch:.2%}, {kv_format} errors: sequence RMS {errors['sequence_rms']:.2e}, "
+                      f"element {errors['element']:.2e}")
+
+
+# =====================================================================================
+# Timing: the leaderboard's clock. Its harness queues a 64 GB randn (milliseconds of GPU
+# work) right before the start event, so the host has queued the whole call before the
+# GPU reaches it and the events read device time: kernels and the gaps between them,
+# not the host's Python. The autopick keeps the GPU busy for as long with a spin kernel
+# (no memory), then evicts the L2 as that randn does, with no synchronize in between.
+# =====================================================================================
+AUTOPICK_BUSY_US = 2000.0  # far above a call's host time (tens of us, ~150 at most)
+
+
+class LeaderboardClock:
+    """Times a call on the GPU as the leaderboard's harness does."""
+
+    def __init__(self, device: torch.device):
+        props = torch.cuda.get_device_properties(device)
+        self.l2_flush = torch.empty(2 * getattr(props, "L2_cache_size", 64 << 20), dtype=torch.uint8, device=device)
+        self.busy_cycles = int(self._spin_cycles_per_us() * AUTOPICK_BUSY_US)
 
     @staticmethod
-    def _leaderboard_check(reference, data, output):
-        verdict = reference.check_implementation(data, output)
-        good, message = verdict if isinstance(verdict, tuple) else (bool(verdict), "")
-        return bool(good), (message or "")[:80]
+    def _spin_cycles_per_us() -> float:
+        # The spin kernel counts GPU clock cycles; their rate differs by device and clock.
+        cycles = 1 << 20
+        torch.cuda._sleep(cycles)  # loads the kernel
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        torch.cuda._sleep(cycles)
+        end.record()
+        end.synchronize()
+        return cycles / (start.elapsed_time(end) * 1000.0)
+
+    def time_us(self, call) -> float:
+        torch.cuda._sleep(self.busy_cycles)
+        self.l2_flush.zero_()
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        call()
+        end.record()
+        end.synchronize()
+        return start.elapsed_time(end) * 1000.0
 
 
-def _l2_flush_buffer(device: torch.device):
-    if device.type != "cuda":
-        return None
-    l2_bytes = getattr(torch.cuda.get_device_properties(device), "L2_cache_size", 64 << 20)
-    return torch.empty(2 * l2_bytes, dtype=torch.uint8, device=device)
+class HostClock:
+    """On the CPU: the call's wall time."""
+
+    @staticmethod
+    def time_us(call) -> float:
+        began = time.perf_counter()
+        call()
+        return (time.perf_counter() - began) * 1e6
 
 
-def _time_call_us(runner, data, flush) -> float:
-    """Median time of one call as the leaderboard sees it: host overhead included."""
-    args = data[:4]
+def clock_for(device: torch.device):
+    return LeaderboardClock(device) if device.type == "cuda" else HostClock()
+
+
+def time_call_us(runner, args, clock) -> float:
+    """Median of AUTOPICK_REPEATS calls on `clock`, after AUTOPICK_WARMUP untimed ones."""
     for _ in range(AUTOPICK_WARMUP):
         runner(*args)
-    samples = []
-    on_gpu = flush is not None
-    for _ in range(AUTOPICK_REPEATS):
-        if on_gpu:
-            flush.zero_()
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            torch.cuda.synchronize()
-            start.record()
-            runner(*args)
-            end.record()
-            end.synchronize()
-            samples.append(start.elapsed_time(end) * 1000.0)
-        else:
-            began = time.perf_counter()
-            runner(*args)
-            samples.append((time.perf_counter() - began) * 1e6)
-    return statistics.median(samples)
+    return statistics.median(clock.time_us(lambda: runner(*args)) for _ in range(AUTOPICK_REPEATS))
 
 
+# =====================================================================================
+# Autopick: on the first call of a key, verify every candidate on that input, time those
+# that pass on the leaderboard's clock, keep the fastest (and the next, as fallbacks).
+# =====================================================================================
 def _is_device_fault(error: BaseException) -> bool:
     # A CUDA/HIP fault poisons the context: never hide it behind another route.
     accelerator_error = getattr(torch, "AcceleratorError", None)
@@ -1408,17 +1528,17 @@ def _report_once(route_label: str, error: BaseException) -> None:
 def autopick(data, shape: CallShape, factories) -> tuple[list, list[str]]:
     """Returns (passing runners, fastest first) and one report line per candidate."""
     verifier = Verifier(data, shape)
-    flush = _l2_flush_buffer(shape.device)
+    clock = clock_for(shape.device)
     timed, report = [], []
     for factory in factories:
         runner = None
         try:
             runner = factory(data)
-            good, detail = verifier.check(runner(*data[:4]))
+            good, detail = verifier.check(runner.kv_format, runner(*data[:4]))
             if not good:
                 report.append(f"{runner.label}: REJECTED ({detail})")
                 continue
-            elapsed = _time_call_us(runner, data, flush)
+            elapsed = time_call_us(runner, data[:4], clock)
         except Exception as error:
             if _is_device_fault(error):
                 raise
@@ -1513,7 +1633,7 @@ def _layout(tensor) -> tuple:
 
 def plan_key(data) -> tuple:
     """Everything a plan depends on, built in about 2 us (it runs on every call). Devices
-    are part of it: the Triton routes pass raw device pointers to their launcher."""
+    are part of it: a plan's scratch buffers and metadata live on one device."""
     q, kv_data, qo_indptr, kv_indptr, config = data
     bf16, fp8, mxfp4 = kv_data.get("bf16"), kv_data.get("fp8"), kv_data.get("mxfp4")
     return (q.shape, q.stride(), q.dtype, q.device,

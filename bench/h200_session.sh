@@ -1,13 +1,22 @@
 #!/usr/bin/env bash
-# The GPU runs behind results/<date>-h200/, in two device calls of under 10 minutes:
+# The GPU runs behind results/<date>-h200/, one device call each (under 10 minutes):
 #   OUT=dir bash bench/h200_session.sh harness   # eval.py test + leaderboard (autopick),
 #                                                # MLA_DEBUG benchmark, roofline report
+#   OUT=dir bash bench/h200_session.sh compare   # eval.py leaderboard with this project's
+#       # harness files and with upstream's eval.py + utils.py beside the same submission.py,
+#       # reference.py and task.py, same POPCORN_SEED; the per-shape comparison
+#       # (bench/compare_protocol.py); the autopick's clock against the leaderboard's
+#       # (bench/clock_check.py). Needs dev_scratch/upstream_harness: run
+#       # `bash tools/copy_upstream_harness.sh` first and carry that folder with the call.
 #   OUT=dir bash bench/h200_session.sh routes    # each route forced, leaderboard mode;
 #                                                # GPU robustness cases
+#   OUT=dir bash bench/h200_session.sh verify    # errors against exact attention on the 8
+#                                                # benchmark inputs (bench/verify_errors.py)
 # Protocol lines (POPCORN_FD) go to $OUT/protocol_*.txt, everything else to $OUT/*.log.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-out=${OUT:?set OUT to a folder for the results}
+mkdir -p "${OUT:?set OUT to a folder for the results}"
+out=$(cd "$OUT" && pwd)
 export PYTHONUNBUFFERED=1
 status=0
 
@@ -17,11 +26,18 @@ python3 eval.py cases benchmarks > /tmp/benchmarks.txt
   python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)"; } \
   > "$out/machine.txt"
 
-# protocol MODE CASES TAG [VAR=VALUE ...]: eval.py as the leaderboard runs it.
+step() {
+    echo "== $* ($(date -u +%T))" | tee -a "$out/session.log"
+}
+
+# protocol MODE CASES TAG [VAR=VALUE ...]: eval.py as the leaderboard runs it, from the
+# folder EVAL_DIR (default: this repository).
 protocol() {
     local mode=$1 cases=$2 tag=$3; shift 3
-    echo "== eval.py $mode $* ($(date -u +%T))" | tee -a "$out/session.log"
-    env "$@" POPCORN_FD=3 python3 eval.py "$mode" "$cases" 3>"$out/protocol_$tag.txt" >>"$out/session.log" 2>&1
+    local dir=${EVAL_DIR:-.}
+    step "$dir/eval.py $mode $*"
+    (cd "$dir" && env "$@" POPCORN_FD=3 python3 eval.py "$mode" "$cases" 3>"$out/protocol_$tag.txt" \
+        >>"$out/session.log" 2>&1)
     local rc=$?
     echo "   exit $rc; $(grep -c ': pass' "$out/protocol_$tag.txt") pass lines;" \
          "$(grep '^check' "$out/protocol_$tag.txt")" | tee -a "$out/session.log"
@@ -32,9 +48,29 @@ case "${1:-}" in
 harness)
     protocol test /tmp/tests.txt test
     protocol leaderboard /tmp/benchmarks.txt leaderboard
-    echo "== MLA_DEBUG=1 eval.py benchmark" | tee -a "$out/session.log"
+    step "MLA_DEBUG=1 eval.py benchmark"
     MLA_DEBUG=1 python3 eval.py benchmark 2>&1 | tee "$out/debug_benchmark.log" | tail -n 14 || status=1
+    step "bench/report.py measure"
     python3 bench/report.py measure --out "$out" 2>&1 | tail -n 20 || status=1
+    ;;
+compare)
+    upstream=dev_scratch/upstream_harness
+    if [ ! -f $upstream/eval.py ] || [ ! -f $upstream/utils.py ]; then
+        echo "no $upstream: run tools/copy_upstream_harness.sh and carry that folder" >&2
+        exit 2
+    fi
+    seed=${POPCORN_SEED:-20261201}
+    cp $upstream/COMMIT "$out/upstream_commit.txt"
+    run_dir=$(mktemp -d)
+    cp $upstream/eval.py $upstream/utils.py submission.py reference.py task.py "$run_dir"/
+    protocol leaderboard /tmp/benchmarks.txt leaderboard_ours POPCORN_SEED=$seed
+    EVAL_DIR=$run_dir protocol leaderboard /tmp/benchmarks.txt leaderboard_upstream POPCORN_SEED=$seed
+    step "bench/compare_protocol.py (seed $seed)"
+    python3 bench/compare_protocol.py "$out/protocol_leaderboard_ours.txt" "$out/protocol_leaderboard_upstream.txt" \
+        | tee "$out/compare.txt" || status=1
+    step "bench/clock_check.py"
+    python3 bench/clock_check.py --out "$out" || status=1
+    step "done"
     ;;
 routes)
     for route in triton_mxfp4 triton_fp8 torch; do
@@ -42,8 +78,14 @@ routes)
     done
     python3 bench/robustness_gpu.py --out "$out" 2>&1 | tee "$out/robustness.log" | tail -n 30 || status=1
     ;;
+verify)
+    step "bench/verify_errors.py"
+    python3 bench/verify_errors.py --out "$out" > "$out/verify_errors.log" 2>&1 || status=1
+    tail -n 60 "$out/verify_errors.log"
+    step "done"
+    ;;
 *)
-    echo "usage: OUT=dir $0 harness|routes" >&2
+    echo "usage: OUT=dir $0 harness|compare|routes|verify" >&2
     exit 2
     ;;
 esac

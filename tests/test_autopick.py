@@ -22,6 +22,8 @@ def small_input(batch=2, kv_len=40, seed=0):
 
 
 class FakeRunner:
+    kv_format = "bf16"  # judged against exact attention over the bf16 KV
+
     def __init__(self, label, compute):
         self.label = label
         self.compute = compute

@@ -1,20 +1,52 @@
-"""bench/report.py render: the README's table and chart come from a committed report."""
+"""bench/report.py: rows on the leaderboard's clock, and the README's table and chart."""
 import json
-import shutil
+import statistics
 import sys
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
 import report  # noqa: E402
 
-REPORT = ROOT / "results" / "2026-11-30-h200" / "harness-final" / "report.json"
+FLOOR = {"events_only_us": 2.0, "one_triton_launch_us": 5.0}
+BANDWIDTH = 4.0e12
+
+
+def row(index, batch, kv_len):
+    leaderboard = [20.0 + index, 24.0 + index, 22.0 + index]
+    device = None if index == 3 else 18.0 + index  # a route whose call cannot be graph-captured
+    return report.summarize_shape(batch, kv_len, f"triton_fp8[splits={index + 1}]", "pass", "", leaderboard,
+                                  [40.0, 35.0, 90.0], device, BANDWIDTH, FLOOR)
+
+
+def synthetic_report():
+    rows = [row(i, batch, kv_len) for i, (batch, kv_len) in enumerate(report.BENCHMARK_SHAPES)]
+    return {"date": "2026-12-01", "machine": "NVIDIA H200", "torch": "2.11.0", "triton": "3.6.0",
+            "runs_per_shape": 3, "hbm_read_tbps": BANDWIDTH / 1e12, "floor": FLOOR, "rows": rows,
+            "geomean_leaderboard_us": report._geomean([r["leaderboard_us"] for r in rows]),
+            "geomean_device_us": report._geomean([r["device_us"] for r in rows if r["device_us"]]),
+            "geomean_host_us": report._geomean([r["host_us"] for r in rows]),
+            "command": "python bench/report.py measure --out /out"}
+
+
+def test_row_roofline_comes_from_the_leaderboard_clock():
+    r = row(0, 256, 8192)
+    assert r["leaderboard_us"] == 22.0 and r["leaderboard_best_us"] == 20.0
+    assert r["leaderboard_err_us"] == pytest.approx(statistics.stdev([20.0, 24.0, 22.0]) / 3 ** 0.5)
+    assert r["host_us"] == 40.0 and r["device_us"] == 18.0  # host: the median call
+    assert r["bytes"] == 256 * 8192 * 576 + 256 * 16 * (576 + 512) * 2
+    assert r["pct_roofline"] == pytest.approx(100 * r["bytes"] / BANDWIDTH * 1e6 / 22.0)
+    assert r["achieved_gbps"] == pytest.approx(r["bytes"] / 22e-6 / 1e9)
+    assert r["x_floor"] == pytest.approx(22.0 / 5.0)
 
 
 def test_render_writes_table_and_chart_between_the_markers(tmp_path):
     folder = tmp_path / "results" / "run"
     folder.mkdir(parents=True)
-    shutil.copy(REPORT, folder / "report.json")
+    data = synthetic_report()
+    (folder / "report.json").write_text(json.dumps(data))
     readme = tmp_path / "README.md"
     readme.write_text(f"before\n{report.README_BEGIN}\nold table\n{report.README_END}\nafter\n")
 
@@ -25,10 +57,15 @@ def test_render_writes_table_and_chart_between_the_markers(tmp_path):
     assert text.startswith("before\n") and text.endswith(f"{report.README_END}\nafter\n")
     assert "old table" not in inside
     assert "From `results/run/report.json`:" in inside
-    rows = json.loads(REPORT.read_text())["rows"]
-    for row in rows:  # every shape's row, with its route and its device time
-        assert f"| {row['batch']} | {row['kv_len']} | `{row['route']}` |" in inside
-        assert f"{row['device_us']:.1f}" in inside
+    assert "| leaderboard clock mean ± err (us) |" in inside and "| device (us) | host (us) |" in inside
+    for r in data["rows"]:  # every shape: route, the three times, the roofline share
+        device = f"{r['device_us']:.1f}" if r["device_us"] else "n/a"
+        assert (f"| {r['batch']} | {r['kv_len']} | `{r['route']}` | pass | {r['leaderboard_us']:.1f} ± "
+                f"{r['leaderboard_err_us']:.1f} | {r['leaderboard_best_us']:.1f} | {r['x_floor']:.2f} | {device} | "
+                f"{r['host_us']:.1f} |") in inside
+        assert f"| {r['pct_roofline']:.0f}% |" in inside
+    assert f"leaderboard clock {data['geomean_leaderboard_us']:.1f} us" in inside
+    assert f"host {data['geomean_host_us']:.1f} us" in inside
     assert "![% of roofline per shape](results/run/roofline.png)" in inside
     assert (folder / "roofline.png").stat().st_size > 1000
     assert (folder / "report.md").read_text().strip() in inside

@@ -57,7 +57,8 @@ def clean_state(monkeypatch, fresh_plans):
 
 class _DelayedRunner:
     def __init__(self, runner, delay_s: float):
-        self.runner, self.delay_s, self.label = runner, delay_s, runner.label
+        self.runner, self.delay_s = runner, delay_s
+        self.label, self.kv_format = runner.label, runner.kv_format
 
     def __call__(self, *args):
         time.sleep(self.delay_s)

@@ -1,0 +1,222 @@
+"""Errors against exact attention that the autopick's verifier bounds (submission.ERROR_BOUNDS):
+measured for every route, the a8w8 reference, and torch emulations of the kernel forms
+coming for gfx950, on the leaderboard's inputs and the robustness inputs.
+
+  python3 bench/verify_errors.py --out DIR            (GPU: the 8 benchmark inputs, the
+                                                      robustness inputs at GPU sizes)
+  python3 bench/verify_errors.py --out DIR --smoke    (CPU: small inputs; the Triton routes
+                                                      under the interpreter, slow: --routes)
+
+Candidates, each judged against exact fp32 attention over the KV format it reads (the
+torch route's math, submission.TorchRunner(shape, fmt).exact):
+  torch[bf16|fp8|mxfp4]   the torch route over each format (only its bf16 output rounding)
+  triton_fp8[...], triton_mxfp4[...]   every launch candidate of the Triton routes, forced
+  reference_a8w8          reference.ref_kernel: Q per tensor in e4m3, the fp8 KV (aiter's
+                          a8w8 where aiter exists, else its torch emulation): fp8
+  coming_fp8              the gfx950 fp8 kernel's math: Q in e4m3 per (token, head), the
+                          fp8 KV, fp32 softmax, P * 256 in e4m3 for P.V, fp32 sums: fp8
+  coming_mxfp4            the gfx950 MXFP4 kernel's math: Q in e4m3 per (token, head)
+                          against the E2M1 K, P in bf16 for P.V: mxfp4
+Metrics (submission.output_errors): the worst sequence's relative RMS error, the largest
+element error over the output's RMS, and elements whose NaN/Inf differ. Also the check
+rule's mismatch against reference.ref_kernel.
+
+Inputs are "regular" (scores of order 1: the benchmark inputs, the verification tests'
+inputs, ragged lengths, tiny or huge q or KV alone) or "extreme" (peaked scores: q x 8,
+and q and KV both 1e15). The bounds are set from the regular inputs with MARGIN; on an
+extreme input a route may exceed them, and the autopick then falls back to a route that
+passes (the torch route always does). Writes DIR/verify_errors.json; prints every row and,
+per format, the worst regular and extreme errors, the bound in force and the bound that
+MARGIN over the worst regular error would give.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+import torch  # noqa: E402
+
+import reference  # noqa: E402
+from bench.robustness_gpu import MAGNITUDES, Sizes, ragged_input  # noqa: E402
+from utils import get_device  # noqa: E402
+
+MARGIN = 3.0
+EXTREME_MAGNITUDES = ("peaked", "both_huge")
+BENCHMARK_SHAPES = [(4, 1024, 4217), (4, 8192, 4220), (32, 1024, 5412), (32, 8192, 5415),
+                    (64, 1024, 1357), (64, 8192, 1360), (256, 1024, 9823), (256, 8192, 9826)]
+# The verification tests' inputs (tests/test_verification.py): batch 2 at the two lengths.
+TEST_SHAPES = [(2, 1024, 31), (2, 8192, 32)]
+E4M3 = torch.float8_e4m3fn
+P_SCALE = 256.0  # P in [0, 1] times 2^8 before its e4m3 cast: 1 maps to 256 (max 448)
+
+
+# ------------------------------------------------------------------------------------
+# Inputs
+# ------------------------------------------------------------------------------------
+def inputs(smoke: bool):
+    """(name, category, data) of every input, built lazily."""
+    sizes = Sizes(smoke)
+    shapes = [] if smoke else BENCHMARK_SHAPES
+    for batch, kv_len, seed in shapes + TEST_SHAPES:
+        yield f"generate_input({batch},1,{kv_len},{seed})", "regular", reference.generate_input(batch, 1, kv_len, seed)
+    yield f"ragged{sizes.ragged}", "regular", ragged_input(sizes.ragged, seed=11)
+    for name, (q_scale, kv_scale) in MAGNITUDES.items():
+        category = "extreme" if name in EXTREME_MAGNITUDES else "regular"
+        yield (f"magnitude/{name}{sizes.small}", category,
+               ragged_input(sizes.small, seed=12, q_scale=q_scale, kv_scale=kv_scale))
+
+
+# ------------------------------------------------------------------------------------
+# Candidates: (label, kv format read, output of data)
+# ------------------------------------------------------------------------------------
+def e4m3_per_head(q: torch.Tensor) -> torch.Tensor:
+    """q (rows, heads, dim) through e4m3 with one scale per (row, head): amax -> 448."""
+    q = q.float()
+    scale = (q.abs().amax(-1, keepdim=True) / torch.finfo(E4M3).max).clamp(min=torch.finfo(torch.float32).tiny)
+    return (q / scale).to(E4M3).float() * scale
+
+
+def coming_form(data, kv_format: str) -> torch.Tensor:
+    """Emulates the gfx950 kernel forms: e4m3 Q per head for Q.K^T, and for P.V either
+    P * 256 in e4m3 (fp8) or P in bf16 (MXFP4); fp32 softmax, sums and accumulation.
+    The softmax max is the sequence's (the kernels' running max is the tile's so far,
+    which only makes P larger and its rounding finer)."""
+    sub = _submission()
+    q, kv_data, qo_indptr, kv_indptr, config = data
+    shape = sub.CallShape(data)
+    q8 = e4m3_per_head(q)
+    out = torch.zeros((q.shape[0], 16, 512), dtype=torch.bfloat16, device=q.device)
+    bounds = kv_indptr.tolist()
+    for b, (start, end) in enumerate(zip(bounds, bounds[1:])):
+        if end == start:
+            continue
+        keys = sub._kv_rows_fp32(kv_data, kv_format, start, end)
+        scores = q8[b] @ keys.T * shape.sm_scale                   # (16, len)
+        p = torch.exp(scores - scores.amax(-1, keepdim=True))
+        total = p.sum(-1, keepdim=True)
+        if kv_format == "fp8":
+            weights = (p * P_SCALE).to(E4M3).float() / P_SCALE
+        else:
+            weights = p.to(torch.bfloat16).float()
+        out[b] = (weights @ keys[:, :512] / total).to(torch.bfloat16)
+    return out
+
+
+def candidates(data, routes: set, device):
+    """(label, kv format, callable returning the output) of every candidate that applies."""
+    sub = _submission()
+    shape = sub.CallShape(data)
+    args = data[:4]
+    for fmt in shape.formats:
+        if "torch" in routes:
+            yield f"torch[{fmt}]", fmt, lambda fmt=fmt: sub.TorchRunner(shape, fmt)(*args)
+    for fmt in ("fp8", "mxfp4"):
+        if f"triton_{fmt}" in routes and fmt in shape.formats and shape.q_seq_len == 1:
+            num_sms, arch = sub._device_sms_and_arch(device)
+            for launch in sub.triton_launch_candidates(fmt, shape.batch, shape.max_kv_len, num_sms, arch):
+                runner = sub.TritonRunner(shape, fmt, launch)
+                yield runner.label, fmt, lambda runner=runner: runner(*args)
+    if "reference_a8w8" in routes:
+        yield "reference_a8w8", "fp8", lambda: reference.ref_kernel(data)
+    for fmt in ("fp8", "mxfp4"):
+        if f"coming_{fmt}" in routes:
+            yield f"coming_{fmt}", fmt, lambda fmt=fmt: coming_form(data, fmt)
+
+
+ALL_ROUTES = ("torch", "triton_fp8", "triton_mxfp4", "reference_a8w8", "coming_fp8", "coming_mxfp4")
+
+
+def _submission():
+    import submission
+    return submission
+
+
+# ------------------------------------------------------------------------------------
+# Measuring
+# ------------------------------------------------------------------------------------
+def measure(smoke: bool, routes: set, device) -> list[dict]:
+    sub = _submission()
+    rows = []
+    for input_name, category, data in inputs(smoke):
+        shape = sub.CallShape(data)
+        exact = {fmt: sub.TorchRunner(shape, fmt).exact(*data[:4]) for fmt in shape.formats}
+        for label, fmt, run in candidates(data, routes, device):
+            began = time.perf_counter()
+            output = run()
+            errors = sub.output_errors(output, exact[fmt], data[2])
+            good, _ = reference.check_implementation(data, output)
+            rows.append({"input": input_name, "category": category, "candidate": label, "kv_format": fmt,
+                         "sequence_rms": errors["sequence_rms"], "element": errors["element"],
+                         "nonfinite": errors["nonfinite"], "worst_sequence": errors["worst_sequence"],
+                         "reference_rule": "pass" if good else "fail",
+                         "seconds": round(time.perf_counter() - began, 2)})
+            r = rows[-1]
+            print(f"{input_name:<34} {label:<60} {fmt:<5} seq {r['sequence_rms']:.2e} elem {r['element']:.2e} "
+                  f"nonfinite {r['nonfinite']} rule {r['reference_rule']} {r['seconds']:.1f}s", flush=True)
+        del data, exact
+    return rows
+
+
+def summary(rows: list[dict]) -> dict:
+    """Per format: the worst regular and extreme errors (with where they came from), the
+    bound in force and MARGIN times the worst regular error."""
+    bounds = _submission().ERROR_BOUNDS
+    result = {}
+    for fmt in ("bf16", "fp8", "mxfp4"):
+        mine = [r for r in rows if r["kv_format"] == fmt]
+        if not mine:
+            continue
+        entry = {"bound_in_force": vars(bounds[fmt]), "margin": MARGIN}
+        for category in ("regular", "extreme"):
+            group = [r for r in mine if r["category"] == category]
+            for metric in ("sequence_rms", "element"):
+                if group:
+                    worst = max(group, key=lambda r: r[metric])
+                    entry[f"{category}_worst_{metric}"] = {"value": worst[metric], "candidate": worst["candidate"],
+                                                          "input": worst["input"]}
+        entry["margin_x_regular_worst"] = {metric: MARGIN * entry[f"regular_worst_{metric}"]["value"]
+                                           for metric in ("sequence_rms", "element")
+                                           if f"regular_worst_{metric}" in entry}
+        entry["outside_bound"] = [f"{r['candidate']} on {r['input']} ({r['category']})" for r in mine
+                                  if r["sequence_rms"] > bounds[fmt].sequence_rms or r["element"] > bounds[fmt].element
+                                  or r["nonfinite"]]
+        result[fmt] = entry
+    return result
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--out", required=True, help="directory for verify_errors.json")
+    parser.add_argument("--smoke", action="store_true", help="small inputs; runs on the CPU")
+    parser.add_argument("--routes", default=",".join(ALL_ROUTES), help=f"comma-separated subset of {ALL_ROUTES}")
+    args = parser.parse_args(argv)
+    device = get_device()
+    if device.type != "cuda" and not args.smoke:
+        parser.error("no CUDA device: run with --smoke on the CPU")
+    routes = set(args.routes.split(","))
+    if routes - set(ALL_ROUTES):
+        parser.error(f"unknown routes {sorted(routes - set(ALL_ROUTES))}")
+    if device.type != "cuda" and routes & {"triton_fp8", "triton_mxfp4"}:
+        os.environ.setdefault("TRITON_INTERPRET", "1")  # before submission imports triton
+    rows = measure(args.smoke, routes, device)
+    result = {"device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
+              "torch": torch.__version__, "smoke": args.smoke, "routes": sorted(routes),
+              "command": "python3 bench/verify_errors.py " + " ".join(argv if argv is not None else sys.argv[1:]),
+              "rows": rows, "summary": summary(rows)}
+    out_dir = Path(args.out)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "verify_errors.json").write_text(json.dumps(result, indent=1) + "\n")
+    print(json.dumps(result["summary"], indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

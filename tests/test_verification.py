@@ -1,0 +1,239 @@
+"""The autopick's verifier rejects what the leaderboard's lenient rule lets through, and
+accepts every real route.
+
+With unit-randn inputs the rule (rtol = atol = 0.1, 5% of elements may miss) passes an
+all-zeros output at kv 8192 and a halved one at every length. The verifier also bounds
+each candidate's error against exact attention over the KV format it reads, relative to
+the output's own scale (submission.ERROR_BOUNDS, set by bench/verify_errors.py). Here:
+- wrong candidates injected as extra routes (zeros, the right output x 0.5 and x 1.5,
+  heads rolled by one, two sequences swapped, one row NaN), over each KV format, at kv
+  1024 and 8192, are rejected with a message naming the bound they fail;
+- every real route passes on those inputs: torch (through the autopick), both Triton
+  routes under the interpreter (every launch candidate at 1024, the default at 8192:
+  the interpreter takes 5-25 s a call there), aiter through tests/fake_aiter.py;
+- where a real route misses a bound on a valid input (a8w8's per-tensor fp8 Q with q and
+  KV of 1e15: the scores are so peaked that its rounding picks other tokens), the plan
+  falls back to a route that passes.
+"""
+import concurrent.futures
+import multiprocessing
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+import reference
+import submission
+from bench.robustness_gpu import ROOT, ragged_input
+from fake_aiter import FakeAiter
+
+pytestmark = pytest.mark.usefixtures("fresh_plans")
+
+KV_LENGTHS = (1024, 8192)
+BATCH = 2
+SEEDS = {1024: 31, 8192: 32}   # bench/verify_errors.py measures the same inputs (TEST_SHAPES)
+SEQUENCE_BOUND = "sequence relative RMS error"
+NONFINITE_BOUND = "non-finite elements"
+
+
+def verification_input(kv_len: int):
+    return reference.generate_input(BATCH, 1, kv_len, SEEDS[kv_len])
+
+
+def one_row_nan(out):
+    out = out.clone()
+    out[1, 5] = float("nan")
+    return out
+
+
+def two_sequences_swapped(out):
+    return out[torch.tensor([1, 0] + list(range(2, out.shape[0])))]
+
+
+# name: (how the right output is made wrong, the bound whose name the rejection carries)
+WRONG = {
+    "zeros": (torch.zeros_like, SEQUENCE_BOUND),
+    "half": (lambda out: (out.float() * 0.5).bfloat16(), SEQUENCE_BOUND),
+    "one_and_a_half": (lambda out: (out.float() * 1.5).bfloat16(), SEQUENCE_BOUND),
+    "heads_rolled": (lambda out: out.roll(1, dims=1), SEQUENCE_BOUND),
+    "sequences_swapped": (two_sequences_swapped, SEQUENCE_BOUND),
+    "one_row_nan": (one_row_nan, NONFINITE_BOUND),
+}
+
+
+class WrongRunner:
+    def __init__(self, name, shape, kv_format):
+        self.label = f"wrong_{name}"
+        self.kv_format = kv_format
+        self.right = submission.TorchRunner(shape, kv_format)
+        self.spoil = WRONG[name][0]
+
+    def __call__(self, *args):
+        return self.spoil(self.right(*args))
+
+
+class WrongRoute:
+    def __init__(self, name, kv_format):
+        self.name = f"wrong_{name}"
+        self.wrong, self.kv_format = name, kv_format
+
+    def variants(self, shape):
+        return [lambda data: WrongRunner(self.wrong, shape, self.kv_format)]
+
+
+def plan_report(data) -> dict[str, str]:
+    return dict(line.split(": ", 1) for line in submission._plan_for(data).report)
+
+
+@pytest.mark.parametrize("kv_format", ["bf16", "fp8", "mxfp4"])
+@pytest.mark.parametrize("kv_len", KV_LENGTHS)
+def test_wrong_candidates_are_rejected_naming_the_bound(monkeypatch, kv_len, kv_format):
+    routes = {"torch": submission.TorchRoute()}
+    routes.update({f"wrong_{name}": WrongRoute(name, kv_format) for name in WRONG})
+    monkeypatch.setattr(submission, "ROUTES", routes)
+    data = verification_input(kv_len)
+    out = submission.custom_kernel(data)
+    report = plan_report(data)
+    assert submission.describe_route(data) == "torch[bf16]"
+    assert report["torch[bf16]"].split(" ")[2] == "ok", report["torch[bf16]"]
+    for name, (_, bound) in WRONG.items():
+        verdict = report[f"wrong_{name}"]
+        assert verdict.startswith("REJECTED") and bound in verdict, f"{name}: {verdict}"
+    torch.testing.assert_close(out, submission.TorchRunner(submission.CallShape(data), "bf16")(*data[:4]))
+
+
+def test_the_lenient_rule_alone_would_pass_zeros_and_halves():
+    """Why the bounds exist: the check rule's verdict on the injected outputs at kv 8192."""
+    data = verification_input(8192)
+    right = submission.TorchRunner(submission.CallShape(data), "bf16")(*data[:4])
+    verifier = submission.Verifier(data, submission.CallShape(data))
+    for name in ("zeros", "half"):
+        spoiled = WRONG[name][0](right)
+        assert submission.rule_mismatch(spoiled, verifier.rule_expected) <= submission.CHECK_MISMATCH_ALLOWANCE
+        good, detail = verifier.check("bf16", spoiled)
+        assert not good and "check rule" not in detail and SEQUENCE_BOUND in detail, detail
+
+
+def test_two_of_256_sequences_swapped_is_rejected_where_a_global_error_would_not_be():
+    data = ragged_input([64] * 256, seed=40)
+    shape = submission.CallShape(data)
+    right = submission.TorchRunner(shape, "bf16")(*data[:4])
+    swapped = right.clone()
+    swapped[[7, 200]] = right[[200, 7]]
+    exact = submission.Verifier(data, shape).exact("bf16")
+    global_error = float((swapped.float() - exact).norm() / exact.norm())
+    assert global_error < 0.15  # 2 of 256 sequences: about 12% globally
+    good, detail = submission.Verifier(data, shape).check("bf16", swapped)
+    assert not good and SEQUENCE_BOUND in detail and ("sequence 7)" in detail or "sequence 200)" in detail), detail
+
+
+def test_output_errors_of_empty_sequences_and_matching_nan():
+    data = ragged_input([0, 5, 0], seed=41)
+    exact = submission.TorchRunner(submission.CallShape(data), "bf16").exact(*data[:4])
+    assert submission.output_errors(exact, exact, data[2])["sequence_rms"] == 0.0
+    spoiled = exact.clone()
+    spoiled[0, 0, 0] = 1e-3  # a sequence without tokens must give zeros
+    errors = submission.output_errors(spoiled, exact, data[2])
+    assert errors["sequence_rms"] == float("inf") and errors["worst_sequence"] == 0
+    both_nan = exact.clone()
+    both_nan[1, 2] = float("nan")
+    assert submission.output_errors(both_nan, both_nan, data[2])["nonfinite"] == 0
+    assert submission.output_errors(both_nan, exact, data[2])["nonfinite"] == 512
+
+
+# ------------------------------------------------------------------------------------
+# Real routes pass on the same inputs
+# ------------------------------------------------------------------------------------
+def verify_triton_in_worker(kv_len: int, all_launches: bool) -> list[tuple]:
+    """Runs in a worker with TRITON_INTERPRET=1: (label, passed, detail) of the Triton
+    launch candidates on verification_input(kv_len), judged by the verifier."""
+    assert os.environ.get("TRITON_INTERPRET") == "1"
+    data = verification_input(kv_len)
+    shape = submission.CallShape(data)
+    verifier = submission.Verifier(data, shape)
+    verdicts = []
+    for kv_format in ("fp8", "mxfp4"):
+        launches = submission.triton_launch_candidates(kv_format, shape.batch, shape.max_kv_len, 1, "")
+        for launch in launches if all_launches else launches[:1]:
+            runner = submission.TritonRunner(shape, kv_format, launch)
+            verdicts.append((runner.label, *verifier.check(kv_format, runner(*data[:4]))))
+    return verdicts
+
+
+@pytest.fixture(scope="module")
+def interpreter_worker():
+    """A spawned process with TRITON_INTERPRET=1 (Triton reads it when first imported)."""
+    previous = os.environ.get("TRITON_INTERPRET")
+    os.environ["TRITON_INTERPRET"] = "1"
+    try:
+        worker = concurrent.futures.ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"))
+        worker.submit(int).result()  # spawn now, while the variable is set
+    finally:
+        if previous is None:
+            del os.environ["TRITON_INTERPRET"]
+        else:
+            os.environ["TRITON_INTERPRET"] = previous
+    yield worker
+    worker.shutdown()
+
+
+@pytest.mark.parametrize("kv_len", KV_LENGTHS)
+def test_triton_routes_pass_under_the_interpreter(interpreter_worker, kv_len):
+    verdicts = interpreter_worker.submit(verify_triton_in_worker, kv_len, kv_len == 1024).result()
+    labels = {label.split("[")[0] for label, _, _ in verdicts}
+    assert labels == {"triton_fp8", "triton_mxfp4"}
+    failed = [(label, detail) for label, good, detail in verdicts if not good]
+    assert not failed, failed
+
+
+@pytest.fixture
+def fake_aiter(monkeypatch):
+    fake = FakeAiter()
+    monkeypatch.setattr(submission, "aiter_ops", fake)
+    monkeypatch.setattr(submission, "_aiter_device", lambda device: True)
+    monkeypatch.setattr(submission, "_aiter_arch", lambda device: fake.gfx)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # the fake's many small ops are much slower with spinning threads
+    yield fake
+    torch.set_num_threads(threads)
+
+
+@pytest.mark.parametrize("kv_len", KV_LENGTHS)
+def test_aiter_candidates_pass_through_the_fake(fake_aiter, kv_len):
+    data = verification_input(kv_len)
+    shape = submission.CallShape(data)
+    verifier = submission.Verifier(data, shape)
+    factories = submission.AiterRoute().variants(shape)
+    assert len(factories) == 2 * len(submission.AITER_KV_SPLIT_CANDIDATES)
+    for factory in factories:
+        runner = factory(data)
+        good, detail = verifier.check(runner.kv_format, runner(*data[:4]))
+        assert good, f"{runner.label}: {detail}"
+
+
+def test_a_route_that_misses_a_bound_on_a_valid_input_falls_back(fake_aiter):
+    """q and KV of 1e15: the scores are so peaked that a8w8's fp8 Q picks other tokens
+    (bench/verify_errors.py: 50% error); a16w8 and torch stay exact enough."""
+    data = ragged_input([300, 300], seed=42, q_scale=1e15, kv_scale=1e15)
+    out = submission.custom_kernel(data)
+    report = plan_report(data)
+    a8w8 = {label: verdict for label, verdict in report.items() if label.startswith("aiter_a8w8")}
+    assert a8w8 and all(v.startswith("REJECTED") and SEQUENCE_BOUND in v for v in a8w8.values()), a8w8
+    chosen = submission._plan_for(data).run
+    assert not chosen.label.startswith("aiter_a8w8")
+    exact = submission.TorchRunner(submission.CallShape(data), chosen.kv_format).exact(*data[:4])
+    errors = submission.output_errors(out, exact, data[2])
+    assert errors["sequence_rms"] <= submission.ERROR_BOUNDS[chosen.kv_format].sequence_rms, errors
+
+
+@pytest.mark.parametrize("rule", ["current", "2e-2", "1e-2"])
+def test_the_verifier_applies_the_check_rule_that_reference_applies(rule):
+    code = ("import reference, submission; print(reference.CHECK_RTOL == submission.CHECK_RTOL, "
+            "reference.CHECK_ATOL == submission.CHECK_ATOL, "
+            "reference.CHECK_MISMATCH_ALLOWANCE == submission.CHECK_MISMATCH_ALLOWANCE)")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MLA_")}
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
+                          env=dict(env, MLA_CHECK_RULE=rule), timeout=120)
+    assert proc.stdout.split() == ["True"] * 3, proc.stderr[-2000:]
