@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The GPU runs behind results/<date>-h200/, one device call each (under 10 minutes):
-#   OUT=dir bash bench/h200_session.sh harness   # eval.py test + leaderboard (autopick),
-#                                                # MLA_DEBUG benchmark, roofline report
+#   OUT=dir bash bench/h200_session.sh harness   # eval.py test (autopick), MLA_DEBUG
+#                                                # benchmark, roofline report
 #   OUT=dir bash bench/h200_session.sh compare   # eval.py leaderboard with this project's
 #       # harness files and with upstream's eval.py + utils.py beside the same submission.py,
 #       # reference.py and task.py, same POPCORN_SEED; the per-shape comparison
@@ -10,8 +10,12 @@
 #       # `bash tools/copy_upstream_harness.sh` first and carry that folder with the call.
 #   OUT=dir bash bench/h200_session.sh routes    # each route forced, leaderboard mode;
 #                                                # GPU robustness cases
+#   OUT=dir bash bench/h200_session.sh forms     # the CDNA4 kernel forms forced (H200 can
+#       # run e4m3 and scaled), leaderboard mode; robustness of the automatic route and of
+#       # those forms; every Triton launch candidate's device time and error
 #   OUT=dir bash bench/h200_session.sh verify    # errors against exact attention on the 8
-#                                                # benchmark inputs (bench/verify_errors.py)
+#       # benchmark inputs (bench/verify_errors.py); the Q quantizer's bit-exactness and
+#       # device time (bench/q_quant_time.py); the set-up's view of this GPU stack
 # Protocol lines (POPCORN_FD) go to $OUT/protocol_*.txt, everything else to $OUT/*.log.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -47,7 +51,6 @@ protocol() {
 case "${1:-}" in
 harness)
     protocol test /tmp/tests.txt test
-    protocol leaderboard /tmp/benchmarks.txt leaderboard
     step "MLA_DEBUG=1 eval.py benchmark"
     MLA_DEBUG=1 python3 eval.py benchmark 2>&1 | tee "$out/debug_benchmark.log" | tail -n 14 || status=1
     step "bench/report.py measure"
@@ -78,14 +81,32 @@ routes)
     done
     python3 bench/robustness_gpu.py --out "$out" 2>&1 | tee "$out/robustness.log" | tail -n 30 || status=1
     ;;
+forms)
+    for route in triton_fp8:e4m3 triton_mxfp4:scaled; do
+        protocol leaderboard /tmp/benchmarks.txt "leaderboard_${route/:/_}" MLA_ROUTE=$route
+    done
+    step "bench/robustness_gpu.py (auto and the forced forms)"
+    python3 bench/robustness_gpu.py --out "$out" --routes triton_fp8:e4m3,triton_mxfp4:scaled 2>&1 \
+        | tee "$out/robustness.log" | tail -n 30 || status=1
+    step "bench/kernel_sweep.py --candidates"
+    python3 bench/kernel_sweep.py --candidates --out "$out" 2>&1 | grep -v '^{' > "$out/kernel_candidates.txt" || status=1
+    step "done"
+    ;;
 verify)
     step "bench/verify_errors.py"
     python3 bench/verify_errors.py --out "$out" > "$out/verify_errors.log" 2>&1 || status=1
-    tail -n 60 "$out/verify_errors.log"
+    tail -n 40 "$out/verify_errors.log"
+    step "bench/q_quant_time.py"
+    python3 bench/q_quant_time.py --out "$out" > "$out/q_quant_time.log" 2>&1 || status=1
+    tail -n 30 "$out/q_quant_time.log"
+    step "tools/gpu_stack.py and eval.py's first line"
+    { python3 tools/gpu_stack.py; echo "rc=$?"; python3 eval.py cases tests | head -n 1 > /tmp/one_case.txt
+      python3 eval.py test /tmp/one_case.txt | head -n 1; } > "$out/gpu_stack.txt" 2>&1
+    cat "$out/gpu_stack.txt"
     step "done"
     ;;
 *)
-    echo "usage: OUT=dir $0 harness|compare|routes|verify" >&2
+    echo "usage: OUT=dir $0 harness|compare|routes|forms|verify" >&2
     exit 2
     ;;
 esac
