@@ -1336,15 +1336,16 @@ class ErrorBound:
     element: float       # largest |out - exact| over the rms of the whole exact output
 
 
-# One per KV format: 3x (rounded up) the worst error that bench/verify_errors.py measured on
-# its regular inputs over the routes, the a8w8 reference and the coming gfx950 forms.
+# One per KV format: 3x (rounded up) the worst error measured on the regular inputs (the 8
+# benchmark inputs on the H200, the robustness inputs) over the routes, every Triton form
+# and the a8w8 reference (bench/verify_errors.py; results/2026-11-30-h200-session2/verify).
 ERROR_BOUNDS = {
-    # torch[bf16]: 0.17%, 1.6% (results/2026-11-30-cpu-verify-errors)
-    "bf16": ErrorBound(sequence_rms=0.006, element=0.05),
-    # coming fp8 form, e4m3 Q and P: 3.4%, 19% (results/2026-11-30-cpu-verify-errors)
-    "fp8": ErrorBound(sequence_rms=0.11, element=0.6),
-    # coming MXFP4 form, e4m3 Q: 2.7%, 16% (results/2026-11-30-cpu-verify-errors)
-    "mxfp4": ErrorBound(sequence_rms=0.09, element=0.5),
+    # torch[bf16] (its bf16 output rounding): 0.17%, 1.8%
+    "bf16": ErrorBound(sequence_rms=0.006, element=0.06),
+    # triton_fp8 form e4m3 (e4m3 Q and P) and the a8w8 reference: 3.6%, 29%
+    "fp8": ErrorBound(sequence_rms=0.11, element=0.9),
+    # triton_mxfp4 form scaled (e4m3 Q): 3.0%, 25%
+    "mxfp4": ErrorBound(sequence_rms=0.09, element=0.75),
 }
 
 
