@@ -414,6 +414,13 @@ def _combine_splits_kernel(qo_indptr_ptr, out_ptr, part_o_ptr, part_lse_ptr, tot
 
 
 @triton.jit
+def _empty_softmax_state(COLUMNS: tl.constexpr):
+    # (running max -inf, running sum 0, accumulator (16, COLUMNS) of zeros) per head.
+    return (tl.full([_TL_HEADS], float("-inf"), tl.float32), tl.zeros([_TL_HEADS], tl.float32),
+            tl.zeros([_TL_HEADS, COLUMNS], tl.float32))
+
+
+@triton.jit
 def _online_softmax_step(s, m_i, l_i):
     # s: this tile's scores (log2 domain, -inf where masked). Returns the tile's
     # probabilities, the factor that rescales what was accumulated, and the new state.
@@ -430,9 +437,7 @@ def _attend_fp8_f16(q_nope, q_pe, kv_ptr, kv_scale_ptr, lo, hi, qk_scale, stride
     q_nope, q_pe, q_scale = _q_to_f16(q_nope, q_pe)
     kv_scale = tl.load(kv_scale_ptr)
     score_scale = qk_scale * kv_scale
-    m_i = tl.full([_TL_HEADS], float("-inf"), tl.float32)
-    l_i = tl.zeros([_TL_HEADS], tl.float32)
-    acc = tl.zeros([_TL_HEADS, _TL_NOPE], tl.float32)
+    m_i, l_i, acc = _empty_softmax_state(_TL_NOPE)
     for start in range(lo, hi, BLOCK_N):
         row_ok = start + tl.arange(0, BLOCK_N) < hi
         tile_rows = _fp8_tile_rows(kv_ptr, start, hi, stride_kv, BLOCK_N)
@@ -487,9 +492,7 @@ def _attend_fp8_e4m3(q_nope, q_pe, kv_ptr, kv_scale_ptr, lo, hi, qk_scale, strid
     q_pe = _to_e4m3(qp * q_scale[:, None], EMULATE)
     kv_scale = tl.load(kv_scale_ptr)
     score_scale = qk_scale * kv_scale
-    m_i = tl.full([_TL_HEADS], float("-inf"), tl.float32)
-    l_i = tl.zeros([_TL_HEADS], tl.float32)
-    acc = tl.zeros([_TL_HEADS, _TL_NOPE], tl.float32)
+    m_i, l_i, acc = _empty_softmax_state(_TL_NOPE)
     for start in range(lo, hi, BLOCK_N):
         row_ok = start + tl.arange(0, BLOCK_N) < hi
         tile_rows = _fp8_tile_rows(kv_ptr, start, hi, stride_kv, BLOCK_N)
@@ -510,9 +513,7 @@ def _attend_mxfp4_bf16(q_nope, q_pe, kv_ptr, sc_ptr, lo, hi, qk_scale, stride_kv
     # The interpreter's bf16 dots are wrong (PROBLEM.md), its fp32 ones exact.
     DOT_DTYPE: tl.constexpr = tl.float32 if EMULATE else tl.bfloat16
     q_nope, q_pe = q_nope.to(DOT_DTYPE), q_pe.to(DOT_DTYPE)
-    m_i = tl.full([_TL_HEADS], float("-inf"), tl.float32)
-    l_i = tl.zeros([_TL_HEADS], tl.float32)
-    acc = tl.zeros([_TL_HEADS, _TL_NOPE], tl.float32)
+    m_i, l_i, acc = _empty_softmax_state(_TL_NOPE)
     for start in range(lo, hi, BLOCK_N):
         rows = start + tl.arange(0, BLOCK_N)
         row_ok = rows < hi
@@ -602,9 +603,7 @@ def _attend_mxfp4_scaled(q_nope, q_pe, kv_ptr, sc_ptr, lo, hi, qk_scale, stride_
     q_scale, q_inverse = _head_e4m3_scale(tl.max(tl.abs(qn), 1))
     q_nope = _to_e4m3(qn * q_scale[:, None], EMULATE)
     q_pe = q_pe.to(DOT_DTYPE)
-    m_i = tl.full([_TL_HEADS], float("-inf"), tl.float32)
-    l_i = tl.zeros([_TL_HEADS], tl.float32)
-    acc_even = tl.zeros([_TL_HEADS, _TL_NOPE // 2], tl.float32)
+    m_i, l_i, acc_even = _empty_softmax_state(_TL_NOPE // 2)
     acc_odd = tl.zeros([_TL_HEADS, _TL_NOPE // 2], tl.float32)
     for start in range(lo, hi, BLOCK_N):
         row_ok = start + tl.arange(0, BLOCK_N) < hi

@@ -106,17 +106,7 @@ def graph_clock_us(call, flush, runs: int) -> float:
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
         call()
-    samples = []
-    for _ in range(runs):
-        torch.cuda.synchronize()
-        flush()
-        start, end = _events()
-        start.record()
-        graph.replay()
-        end.record()
-        torch.cuda.synchronize()
-        samples.append(start.elapsed_time(end) * 1e3)
-    return statistics.median(samples)
+    return leaderboard_clock_us(graph.replay, flush, runs)
 
 
 def _bytes(q_fp8) -> torch.Tensor:

@@ -28,48 +28,27 @@ so output element j moves by at most 2^-4 * A_j + n * 2^-18 * max|V| (A_j: the s
 attention over |V|); those roundings are independent and zero-mean, so the relative RMS
 error stays under their RMS, 2^-4 / sqrt(3) = 3.6%, which is checked too.
 """
-import concurrent.futures
 import dataclasses
-import multiprocessing
 import os
 
 import pytest
 import torch
 
 import submission as sub
+from interpreter_worker import InterpreterWorker
 
 E2M1_VALUES = torch.tensor([0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0], dtype=torch.float64)
 SM_SCALE = 576 ** -0.5
 
 
 # ------------------------------------------------------------------ the interpreter worker
-_worker = None
-
-
-def _start_worker():
-    global _worker
-    if _worker is None:
-        previous = os.environ.get("TRITON_INTERPRET")
-        os.environ["TRITON_INTERPRET"] = "1"  # inherited by the worker when it is spawned
-        try:
-            _worker = concurrent.futures.ProcessPoolExecutor(
-                max_workers=1, mp_context=multiprocessing.get_context("spawn"))
-            _worker.submit(int).result()  # spawn it now, while the variable is set
-        finally:
-            if previous is None:
-                del os.environ["TRITON_INTERPRET"]
-            else:
-                os.environ["TRITON_INTERPRET"] = previous
-    return _worker
+_worker = InterpreterWorker()
 
 
 @pytest.fixture(scope="module", autouse=True)
 def _shutdown_worker():
     yield
-    global _worker
-    if _worker is not None:
-        _worker.shutdown()
-        _worker = None
+    _worker.shutdown()
 
 
 def _decode_in_worker(kv_format, q, buf, scale, qo, kv_indptr, launch):
@@ -83,8 +62,7 @@ def _decode_in_worker(kv_format, q, buf, scale, qo, kv_indptr, launch):
 
 
 def run_kernel(kv_format, q, buf, scale, qo, kv_indptr, launch):
-    out, counters = _start_worker().submit(_decode_in_worker, kv_format, q, buf, scale, qo, kv_indptr,
-                                           launch).result()
+    out, counters = _worker.run(_decode_in_worker, kv_format, q, buf, scale, qo, kv_indptr, launch)
     assert (counters == 0).all(), "the in-kernel combine must reset its counters for the next call"
     return out
 
@@ -277,7 +255,7 @@ def test_e4m3_rounding_under_the_interpreter_is_torchs():
     midpoints = (grid[1:] + grid[:-1]) / 2
     x = torch.cat([grid, midpoints, torch.rand(4096, generator=torch.Generator().manual_seed(3)) * 440])
     x = torch.cat([x, -x])
-    got = _start_worker().submit(_round_e4m3_in_worker, x).result()
+    got = _worker.run(_round_e4m3_in_worker, x)
     assert torch.equal(got.view(torch.uint8), x.to(torch.float8_e4m3fn).view(torch.uint8))
 
 

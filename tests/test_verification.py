@@ -15,8 +15,6 @@ the output's own scale (submission.ERROR_BOUNDS, set by bench/verify_errors.py).
   KV of 1e15: the scores are so peaked that its rounding picks other tokens), the plan
   falls back to a route that passes.
 """
-import concurrent.futures
-import multiprocessing
 import os
 import subprocess
 import sys
@@ -28,6 +26,7 @@ import reference
 import submission
 from bench.robustness_gpu import ROOT, ragged_input
 from fake_aiter import FakeAiter
+from interpreter_worker import InterpreterWorker
 
 pytestmark = pytest.mark.usefixtures("fresh_plans")
 
@@ -165,23 +164,14 @@ def verify_triton_in_worker(kv_len: int, all_launches: bool) -> list[tuple]:
 @pytest.fixture(scope="module")
 def interpreter_worker():
     """A spawned process with TRITON_INTERPRET=1 (Triton reads it when first imported)."""
-    previous = os.environ.get("TRITON_INTERPRET")
-    os.environ["TRITON_INTERPRET"] = "1"
-    try:
-        worker = concurrent.futures.ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"))
-        worker.submit(int).result()  # spawn now, while the variable is set
-    finally:
-        if previous is None:
-            del os.environ["TRITON_INTERPRET"]
-        else:
-            os.environ["TRITON_INTERPRET"] = previous
+    worker = InterpreterWorker()
     yield worker
     worker.shutdown()
 
 
 @pytest.mark.parametrize("kv_len", KV_LENGTHS)
 def test_triton_routes_pass_under_the_interpreter(interpreter_worker, kv_len):
-    verdicts = interpreter_worker.submit(verify_triton_in_worker, kv_len, kv_len == 1024).result()
+    verdicts = interpreter_worker.run(verify_triton_in_worker, kv_len, kv_len == 1024)
     labels = {label.split("[")[0] for label, _, _ in verdicts}
     assert labels == {"triton_fp8", "triton_mxfp4"}
     failed = [(label, detail) for label, good, detail in verdicts if not good]
