@@ -40,8 +40,9 @@ import triton.language as tl
 #                 v_cvt_scalef32_pk_bf16_fp4, one instruction a byte (two values).
 # V's block scales run along the output columns, so P.V cannot take them as dot_scaled's
 # scales; the decode applies them. Under TRITON_INTERPRET the kernels get EMULATE: what
-# the interpreter lacks or gets wrong is computed exactly another way (bf16 dots in fp32,
-# fp8 rounding, dot_scaled as decode + fp32 dot, the gfx950 convert as bit operations).
+# the interpreter lacks or gets wrong is computed another way, exactly for fp8 rounding,
+# dot_scaled (decode + fp32 dot) and the gfx950 convert (bit operations), and in fp32
+# for bf16 dots (more precise than bf16; tests/test_gpu_emulation.py compares on a GPU).
 # bench/gfx950_report.py compiles every form for the MI355X and reads its ISA.
 import dataclasses
 
