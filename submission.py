@@ -137,8 +137,8 @@ def triton_launch_candidates(kv_format: str, batch: int, max_kv_len: int, num_sm
     first tile at the leading splits. A forced `form` is offered alone, on any device."""
     if kv_format not in KERNEL_FORMS:
         raise ValueError(f"no Triton kernel for kv_format {kv_format!r}")
-    if form and form not in KERNEL_FORMS[kv_format]:
-        raise ValueError(f"no {kv_format} kernel form {form!r}; known forms {KERNEL_FORMS[kv_format]}")
+    if form:
+        _check_form(kv_format, form)
     batch, max_kv_len, num_sms = max(batch, 1), max(max_kv_len, 1), max(num_sms, 1)
     forms = (form,) if form else _ARCH_FORMS.get(arch, _ARCH_FORMS[""])[kv_format]
     splits = _pow2_floor(min(2 * num_sms // batch, 64, max(max_kv_len // 64, 1)))
@@ -207,11 +207,15 @@ def triton_kv_operands(kv_data, kv_format: str, launch) -> tuple:
     return tuple(kv_data["fp8"])
 
 
+def _check_form(kv_format: str, form: str) -> None:
+    if form not in KERNEL_FORMS[kv_format]:
+        raise ValueError(f"no {kv_format} kernel form {form!r}; known forms {KERNEL_FORMS[kv_format]}")
+
+
 def kernel_form(kv_format: str, launch) -> str:
     """The launch's form, checked: "<format>_<form>", as the decode kernel's KV_FORM."""
     form = launch.form or KERNEL_FORMS[kv_format][0]
-    if form not in KERNEL_FORMS[kv_format]:
-        raise ValueError(f"no {kv_format} kernel form {form!r}; known forms {KERNEL_FORMS[kv_format]}")
+    _check_form(kv_format, form)
     return f"{kv_format}_{form}"
 
 
@@ -1048,8 +1052,6 @@ _Q_FP8_AMAX_FLOOR_BITS = int(torch.zeros((), dtype=torch.bfloat16).clamp(min=1e-
 # fp8 format -> (exponent bias, NaN byte, has a negative zero). e4m3fn's NaN is 0x7F with
 # either sign (the byte written here is 0x7F); e4m3fnuz's only NaN is 0x80, and it has no -0.
 _Q_FP8_FORMATS = {torch.float8_e4m3fn: (7, 0x7F, True), torch.float8_e4m3fnuz: (8, 0x80, False)}
-# Decided at import, as Triton decides interpret-or-compile at decoration time.
-_Q_FP8_INTERPRETED = os.environ.get("TRITON_INTERPRET") == "1"
 
 
 @triton.jit
@@ -1193,7 +1195,7 @@ def quantize_q_fp8_into(q, scratch: QFp8Scratch) -> tuple[torch.Tensor, torch.Te
     """Quantizes the contiguous bf16 `q` (scratch's shape) into scratch; returns
     (scratch.q_fp8, scratch.scale). On a GPU, or on the CPU under the Triton interpreter,
     two Triton launches and nothing else; on the CPU otherwise, torch operations."""
-    if q.device.type == "cuda" or _Q_FP8_INTERPRETED:
+    if q.device.type == "cuda" or _INTERPRETED:
         for call in q_fp8_calls(q, scratch):
             call.launch()
     else:
@@ -1203,8 +1205,7 @@ def quantize_q_fp8_into(q, scratch: QFp8Scratch) -> tuple[torch.Tensor, torch.Te
 
 def default_fp8_dtype(device) -> torch.dtype:
     """aiter's fp8 on `device`: e4m3fnuz on gfx942 (MI300), e4m3fn elsewhere."""
-    device = torch.device(device)
-    if device.type == "cuda" and "gfx942" in getattr(torch.cuda.get_device_properties(device), "gcnArchName", ""):
+    if _device_sms_and_arch(torch.device(device))[1] == "gfx942":
         return torch.float8_e4m3fnuz
     return torch.float8_e4m3fn
 
@@ -1291,7 +1292,8 @@ def _aiter_device(device: torch.device) -> bool:
 
 
 def _aiter_arch(device: torch.device) -> str:
-    return getattr(torch.cuda.get_device_properties(device), "gcnArchName", "")
+    # Its own function, as _aiter_device, so CPU tests can stand in another architecture.
+    return _device_sms_and_arch(device)[1]
 
 
 class AiterRoute:

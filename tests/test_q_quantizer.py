@@ -260,7 +260,7 @@ def test_scratch_is_sized_by_shape():
 
 def test_torch_path_without_the_interpreter(fmt):
     """This process has no interpreter: the CPU path is torch's, and equal too."""
-    assert not sub._Q_FP8_INTERPRETED
+    assert not sub._INTERPRETED
     gen = torch.Generator().manual_seed(2)
     q = torch.randn((5, 16, 576), generator=gen).bfloat16()
     q_fp8, scale = sub.quantize_q_fp8(q, FORMATS[fmt])
