@@ -12,13 +12,13 @@ writes $OUT/q_quant_time.json and $OUT/q_quant_time.md and prints the tables.
 2. Time of one quantization of each benchmark Q, before (the torch sequence the aiter
    route ran until this script's commit: abs, amax, divide, clamp, then q / scale, clamp,
    cast, in fp32) and after (submission's two Triton launches into plan buffers), median
-   of --runs, in us, on two clocks:
-   - leaderboard: as upstream's harness times a call: synchronize, flush, start event,
-     the call, end event, synchronize, with no synchronize between the flush and the
-     start event. The flush keeps the GPU busy for milliseconds (its device time is
-     measured and recorded; the script refuses a flush under 1 ms), so the host has
-     queued the call before the GPU reaches it and the events read device time: the
-     kernels and the gaps between them, not the host's Python.
+   of --runs, in us, on bench/report.py's two clocks:
+   - leaderboard: as upstream's harness times a call: synchronize, utils.clear_l2_cache_large
+     (the harness's 64 GB randn), start event, the call, end event, synchronize, with no
+     synchronize between the flush and the start event. The flush keeps the GPU busy for
+     milliseconds (its device time is measured and recorded; the script refuses a flush
+     under 1 ms), so the host has queued the call before the GPU reaches it and the events
+     read device time: the kernels and the gaps between them, not the host's Python.
    - graph: the same call captured in a CUDA graph, replayed between events after the
      same flush.
    The after form is also timed on the graph clock at other block sizes (elements a
@@ -41,6 +41,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 import reference  # noqa: E402
+import report as clocks  # noqa: E402  (bench/report.py: the leaderboard's clock, graph replay)
 import submission  # noqa: E402
 import utils  # noqa: E402
 
@@ -54,11 +55,6 @@ def quantize_before(q, fp8_dtype):
     scale = (q.abs().amax().float() / fp8_max).clamp_(min=1e-12).reshape(1)
     q_fp8 = (q.float() / scale).clamp_(-fp8_max, fp8_max).to(fp8_dtype)
     return q_fp8, scale
-
-
-def upstream_flush():
-    """Upstream eval.py's L2 clear: 64 GB of fp32 randn, milliseconds of GPU work."""
-    torch.randn((16000, 1024, 1024), device="cuda")
 
 
 def benchmark_cases() -> list[dict]:
@@ -83,30 +79,8 @@ def device_us_of(work, repeats: int = 5) -> float:
     return statistics.median(samples)
 
 
-def leaderboard_clock_us(call, flush, runs: int) -> float:
-    samples = []
-    for _ in range(runs):
-        torch.cuda.synchronize()
-        flush()
-        start, end = _events()
-        start.record()
-        call()
-        end.record()
-        torch.cuda.synchronize()
-        samples.append(start.elapsed_time(end) * 1e3)
-    return statistics.median(samples)
-
-
-def graph_clock_us(call, flush, runs: int) -> float:
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        call()  # compile and allocate outside the capture
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        call()
-    return leaderboard_clock_us(graph.replay, flush, runs)
+def leaderboard_clock_us(call, runs: int) -> float:
+    return statistics.median(clocks.leaderboard_clock_us(call, runs)[0])
 
 
 def _bytes(q_fp8) -> torch.Tensor:
@@ -143,7 +117,7 @@ def check_exact(case: dict, q) -> dict:
     }
 
 
-def time_shape(case: dict, q, flush, runs: int) -> dict:
+def time_shape(case: dict, q, runs: int) -> dict:
     fp8_dtype = reference.FP8_DTYPE
     scratch = submission.make_q_fp8_scratch(q.shape, fp8_dtype, q.device)
     before = lambda: quantize_before(q, fp8_dtype)  # noqa: E731
@@ -152,23 +126,15 @@ def time_shape(case: dict, q, flush, runs: int) -> dict:
         call()
     row = {"batch": case["batchsize"], "kv_len": case["kvseqlen"], "q_shape": list(q.shape),
            "programs": scratch.programs, "block": scratch.block,
-           "before_leaderboard_us": leaderboard_clock_us(before, flush, runs),
-           "after_leaderboard_us": leaderboard_clock_us(after, flush, runs),
-           "before_graph_us": graph_clock_us(before, flush, runs),
-           "after_graph_us": graph_clock_us(after, flush, runs)}
+           "before_leaderboard_us": leaderboard_clock_us(before, runs),
+           "after_leaderboard_us": leaderboard_clock_us(after, runs),
+           "before_graph_us": clocks.device_us(before, runs),
+           "after_graph_us": clocks.device_us(after, runs)}
     for block in OTHER_BLOCKS:
         other = submission.make_q_fp8_scratch(q.shape, fp8_dtype, q.device, block=block)
-        row[f"after_graph_us_block_{block}"] = graph_clock_us(
-            lambda: submission.quantize_q_fp8_into(q, other), flush, runs)
+        row[f"after_graph_us_block_{block}"] = clocks.device_us(
+            lambda: submission.quantize_q_fp8_into(q, other), runs)
     return row
-
-
-def geomean(values) -> float:
-    values = list(values)
-    product = 1.0
-    for value in values:
-        product *= value
-    return product ** (1.0 / len(values))
 
 
 def tables(report: dict) -> str:
@@ -185,7 +151,7 @@ def tables(report: dict) -> str:
             f"{check['reference_gpu_equals_cpu']} | {check['before_bytes_differing']} | "
             f"{row['before_leaderboard_us']:.1f} | {row['after_leaderboard_us']:.1f} | "
             f"{row['before_graph_us']:.1f} | {row['after_graph_us']:.1f} |")
-    g = {key: geomean(row[key] for row in report["timing"]) for key in
+    g = {key: clocks._geomean([row[key] for row in report["timing"]]) for key in
          ("before_leaderboard_us", "after_leaderboard_us", "before_graph_us", "after_graph_us")}
     lines.append(f"| geomean | | | | | | {g['before_leaderboard_us']:.1f} | {g['after_leaderboard_us']:.1f} | "
                  f"{g['before_graph_us']:.1f} | {g['after_graph_us']:.1f} |")
@@ -203,30 +169,27 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--runs", type=int, default=50)
-    parser.add_argument("--flush", choices=("utils", "upstream"), default="utils",
-                        help="utils.clear_l2_cache_large (default) or upstream eval.py's randn")
     args = parser.parse_args()
     if not torch.cuda.is_available():
         raise SystemExit("needs a GPU")
     args.out.mkdir(parents=True, exist_ok=True)
-    flush = utils.clear_l2_cache_large if args.flush == "utils" else upstream_flush
-    flush()
-    flush_us = device_us_of(flush)
+    utils.clear_l2_cache_large()
+    flush_us = device_us_of(utils.clear_l2_cache_large)
     if flush_us < FLUSH_MIN_DEVICE_US:
-        raise SystemExit(f"the '{args.flush}' flush keeps the GPU busy only {flush_us:.0f} us: the host's "
-                         f"time would show in the events; use --flush upstream")
+        raise SystemExit(f"utils.clear_l2_cache_large keeps the GPU busy only {flush_us:.0f} us: the host's "
+                         f"time would show in the events")
     exactness, timing = [], []
     for case in benchmark_cases():
         q = benchmark_q(case)
         exactness.append(check_exact(case, q))
-        timing.append(time_shape(case, q, flush, args.runs))
+        timing.append(time_shape(case, q, args.runs))
         row = exactness[-1]
         print(f"{case['batchsize']}x{case['kvseqlen']}: exact public {row['quantize_q_fp8_exact']}, "
               f"plan {row['quantize_q_fp8_into_exact']}; ref GPU=CPU {row['reference_gpu_equals_cpu']}; timed",
               flush=True)
     report = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
               "device": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": triton.__version__,
-              "flush": args.flush, "flush_device_us": flush_us, "runs": args.runs,
+              "flush": "utils", "flush_device_us": flush_us, "runs": args.runs,
               "default_block": submission.Q_FP8_BLOCK, "exactness": exactness, "timing": timing,
               "all_exact": all(row["quantize_q_fp8_exact"] and row["quantize_q_fp8_into_exact"]
                                for row in exactness)}

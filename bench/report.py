@@ -12,10 +12,11 @@ Per shape it records: the route the autopick chose; the time on the leaderboard'
 call; the host's part of the call is hidden behind the busy GPU, so this reads device
 time including the gaps between kernels); the device time of the same call replayed from
 a CUDA graph; the host time of one call in a caller's own loop (calls back to back, wall
-time over count; host_after_flush_us in the JSON: the same call's wall time right after the
-flush and synchronize, as the leaderboard runs it, when the host is colder); the bytes the route must read, and the % of the roofline that the leaderboard
-time reaches. Measured in the same run: the HBM read bandwidth, and floors on the
-leaderboard's clock (events only; one trivial Triton launch).
+time over count; host_after_flush_us in the JSON: the same call's wall time right after
+the flush and synchronize, as the leaderboard runs it, when the host is colder); the
+bytes the route must read, and the % of the roofline that the leaderboard time reaches.
+Measured in the same run: the HBM read bandwidth, and floors on the leaderboard's clock
+(events only; one trivial Triton launch).
 """
 from __future__ import annotations
 
