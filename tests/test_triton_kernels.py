@@ -18,11 +18,11 @@ fp16, as on the GPU: Q (power-of-two scaled) and K, V are exact there, P is roun
 fp16, each weight by at most 2^-11 of itself (normal range) or 2^-25 (subnormal), so
 the output moves by at most p_rounding = (2^-11 + n * 2^-25) * max|V| for n tokens.
 
-The CDNA4 forms (fp8 "e4m3", MXFP4 "scaled" / "scaled_cvt") quantize Q to e4m3 in the
+The CDNA4 forms (fp8 "e4m3_waves", MXFP4 "scaled" / "scaled_cvt") quantize Q to e4m3 in the
 kernel, with a power-of-two scale per head (amax into [128, 256)): their reference is the
 same attention on that quantized Q (q_e4m3 below, written from the rule, rounding by
 torch's own e4m3 conversion), so the bounds above still hold for the MXFP4 forms, whose
-other operands are exact under the interpreter. The fp8 "e4m3" form also rounds P * 2^8
+other operands are exact under the interpreter. The fp8 "e4m3_waves" form also rounds P * 2^8
 to e4m3: each weight moves by at most 2^-4 of itself, or 2^-18 in e4m3's subnormal range,
 so output element j moves by at most 2^-4 * A_j + n * 2^-18 * max|V| (A_j: the same
 attention over |V|); those roundings are independent and zero-mean, so the relative RMS
@@ -193,8 +193,11 @@ def test_fp8_matches_fp64_attention(lengths, launch):
 # The CDNA4 forms on the same lengths, splits and merges, at the tiles they are offered with.
 SCALED_CASES = [(n, dataclasses.replace(launch, form=form)) for (n, launch), form
                 in zip(MXFP4_CASES, ["scaled", "scaled_cvt"] * 3)]
-E4M3_CASES = [(n, dataclasses.replace(launch, form="e4m3", block_n=bn, num_stages=1))
-              for (n, launch), bn in zip(FP8_CASES, [64, 32, 64, 32, 64, 32])]
+# The wave form at several group counts (num_warps) and group sizes (block_n / num_warps):
+# groups left wholly past a short sequence's end, 1 to 8 groups merged.
+WAVES_CASES = [(n, dataclasses.replace(launch, form="e4m3_waves", block_n=bn, num_warps=warps, num_stages=1))
+               for (n, launch), (bn, warps) in zip(FP8_CASES, [(128, 4), (64, 4), (32, 2), (128, 8), (128, 4),
+                                                               (64, 2)])]
 
 
 @pytest.mark.parametrize("lengths,launch", SCALED_CASES)
@@ -210,7 +213,7 @@ def test_mxfp4_scaled_forms_match_fp64_attention_on_e4m3_q(lengths, launch):
 
 
 def assert_e4m3_p_close(out, q, kv, qo, kv_indptr):
-    """The fp8 e4m3 form against attention on its e4m3 Q: the P rounding's bounds."""
+    """The fp8 e4m3_waves form against attention on its e4m3 Q: the P rounding's bounds."""
     ref = attention_ref(q_e4m3(q, 576), kv, qo, kv_indptr)
     n_tokens = int((kv_indptr[1:] - kv_indptr[:-1]).max())
     bound = 2.0 ** -4 * attention_abs_v(q_e4m3(q, 576), kv, qo, kv_indptr) + n_tokens * 2.0 ** -18 * kv[:, :512].abs().max()
@@ -220,8 +223,8 @@ def assert_e4m3_p_close(out, q, kv, qo, kv_indptr):
     assert relative_rms <= 2.0 ** -4 / 3 ** 0.5, relative_rms
 
 
-@pytest.mark.parametrize("lengths,launch", E4M3_CASES)
-def test_fp8_e4m3_form_matches_fp64_attention_on_e4m3_q(lengths, launch):
+@pytest.mark.parametrize("lengths,launch", WAVES_CASES)
+def test_fp8_e4m3_waves_form_matches_fp64_attention_on_e4m3_q(lengths, launch):
     gen = torch.Generator().manual_seed(sum(lengths) + launch.num_splits)
     qo, kv_indptr = make_indptr(lengths)
     buf, scale, kv = make_fp8(int(kv_indptr[-1]), gen)
@@ -229,7 +232,7 @@ def test_fp8_e4m3_form_matches_fp64_attention_on_e4m3_q(lengths, launch):
     assert_e4m3_p_close(run_fp8(q, buf, scale, qo, kv_indptr, launch), q, kv, qo, kv_indptr)
 
 
-def test_fp8_e4m3_form_is_exact_where_p_is():
+def test_fp8_e4m3_waves_form_is_exact_where_p_is():
     """Q zero on the nope dims and one rope row for all tokens: every score is equal,
     every P is 1 (exact in e4m3 after * 2^8), so the output is the mean of V to fp32
     rounding: a wrong V row, column or scale shows at once."""
@@ -244,7 +247,7 @@ def test_fp8_e4m3_form_is_exact_where_p_is():
     q = q.bfloat16()
     ref = attention_ref(q, kv, qo, kv_indptr)
     assert torch.allclose(ref[1], kv[5:75, :512].mean(0).expand(16, 512), atol=1e-12)
-    assert_close(run_fp8(q, buf, scale, qo, kv_indptr, L(3, 64, 4, 1, form="e4m3")), ref)
+    assert_close(run_fp8(q, buf, scale, qo, kv_indptr, L(3, 128, 4, 1, form="e4m3_waves")), ref)
 
 
 def test_e4m3_rounding_under_the_interpreter_is_torchs():
@@ -308,8 +311,9 @@ def test_fp8_query_scaling_reaches_the_bf16_range():
     assert torch.allclose(ref[0, 5:10], mean_v.expand(5, 512), atol=1e-9)  # flat softmax
     assert any(torch.allclose(ref[0, 0], row, atol=1e-9) for row in v[:37, :512])  # one-hot
     assert_close(run_fp8(q, buf, scale, qo, kv_indptr, L(2, 32, 4, 2)), ref, fp16_p_rounding(v[:, :512], 64))
-    # The e4m3 form scales each head into e4m3's range the same way.
-    assert_e4m3_p_close(run_fp8(q, buf, scale, qo, kv_indptr, L(2, 64, 4, 1, form="e4m3")), q, v, qo, kv_indptr)
+    # The e4m3_waves form scales each head into e4m3's range the same way.
+    assert_e4m3_p_close(run_fp8(q, buf, scale, qo, kv_indptr, L(2, 128, 4, 1, form="e4m3_waves")), q, v, qo,
+                        kv_indptr)
 
 
 MXFP4_FORMS = sub.KERNEL_FORMS["mxfp4"]
@@ -433,7 +437,7 @@ def test_launch_candidates():
             cands = sub.triton_launch_candidates(fmt, batch, length, 132)
             assert cands and len(cands) <= 7 and len(set(cands)) == len(cands)
             for c in cands:
-                assert 1 <= c.num_splits <= 64 and c.block_n in (32, 64) and c.num_warps in (4, 8)
+                assert 1 <= c.num_splits <= 64 and c.block_n in (32, 64, 128) and c.num_warps in (4, 8)
                 assert c.num_splits == 1 or length // c.num_splits >= 64
     with pytest.raises(ValueError):
         sub.triton_launch_candidates("bf16", 4, 1024, 132)
@@ -441,21 +445,31 @@ def test_launch_candidates():
 
 def test_launch_candidates_on_gfx950():
     """The MI355X gets only the CDNA4 forms (the others run at one wave a SIMD there, see
-    bench/gfx950_report.py), with the AMD occupancy hint; 256 CUs set the splits."""
-    for fmt, form in (("fp8", "e4m3"), ("mxfp4", "scaled_cvt")):
+    bench/gfx950_report.py), with the AMD occupancy hint. Its splits are the fewest that
+    give each of the 256 CUs a program, at least one tile a split; twice as many follow."""
+    for fmt, form in (("fp8", "e4m3_waves"), ("mxfp4", "scaled_cvt")):
         for (batch, length) in MEASURED_BEST:
             cands = sub.triton_launch_candidates(fmt, batch, length, 256, "gfx950")
             assert {c.form for c in cands} == {form} and all(c.waves_per_eu >= 2 for c in cands)
-            assert cands[0].num_splits == min(64, max(1, 512 // batch), length // 64)
+            first = cands[0]
+            tiles_a_split = length // first.num_splits // first.block_n
+            assert batch * first.num_splits >= 256 or first.num_splits == 64 or tiles_a_split == 1, (batch, length)
+            assert tiles_a_split >= 1 and (first.num_splits == 1 or batch * first.num_splits // 2 < 256)
+            if first.num_splits * 2 <= min(64, length // first.block_n):
+                assert sub.dataclasses.replace(first, num_splits=first.num_splits * 2) in cands
+    expected = {(4, 1024): 8, (4, 8192): 64, (32, 1024): 8, (32, 8192): 8, (64, 1024): 4, (64, 8192): 4,
+                (256, 1024): 1, (256, 8192): 1}
+    for (batch, length), splits in expected.items():
+        assert sub.triton_launch_candidates("fp8", batch, length, 256, "gfx950")[0].num_splits == splits
 
 
 def test_forced_form(monkeypatch):
     """MLA_ROUTE=<route>:<form> offers that form alone, with its own tiles, on any device;
     a form of another format or an unknown one is refused by name."""
-    cands = sub.triton_launch_candidates("fp8", 64, 8192, 132, "sm_90", form="e4m3")
-    assert cands and {c.form for c in cands} == {"e4m3"}
-    monkeypatch.setenv("MLA_ROUTE", "triton_fp8:e4m3")
-    assert sub.forced_route() == ("triton_fp8", "e4m3")
+    cands = sub.triton_launch_candidates("fp8", 64, 8192, 132, "sm_90", form="e4m3_waves")
+    assert cands and {c.form for c in cands} == {"e4m3_waves"}
+    monkeypatch.setenv("MLA_ROUTE", "triton_fp8:e4m3_waves")
+    assert sub.forced_route() == ("triton_fp8", "e4m3_waves")
     monkeypatch.setenv("MLA_ROUTE", "triton_mxfp4")
     assert sub.forced_route() == ("triton_mxfp4", "")
     for bad in ("triton_fp8:scaled", "triton_mxfp4:f16", "torch:e4m3", "triton_fp8:"):
