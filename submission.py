@@ -547,40 +547,43 @@ def _group_softmax_step(s, m_i, l_i):
 
 
 @triton.jit
-def _merge_group_pairs(acc, m_i, l_i):
-    # One halving of _merge_groups: acc [16, C, G], m_i, l_i [16, G] -> the same over G / 2,
-    # groups 2j and 2j + 1 merged by log-sum-exp (log2 domain; an empty group weighs 0).
-    HEADS: tl.constexpr = acc.shape[0]
-    COLUMNS: tl.constexpr = acc.shape[1]
-    HALF: tl.constexpr = acc.shape[2] // 2
-    acc_a, acc_b = tl.split(acc.reshape(HEADS, COLUMNS, HALF, 2))
-    m_a, m_b = tl.split(m_i.reshape(HEADS, HALF, 2))
-    l_a, l_b = tl.split(l_i.reshape(HEADS, HALF, 2))
-    m = tl.maximum(m_a, m_b)
-    m_safe = tl.where(m == float("-inf"), 0.0, m)
-    w_a = tl.math.exp2(m_a - m_safe)
-    w_b = tl.math.exp2(m_b - m_safe)
-    return acc_a * w_a[:, None, :] + acc_b * w_b[:, None, :], m, l_a * w_a + l_b * w_b
+def _group_merge_weights(m_i, l_i):
+    # The G token groups' softmax states (m_i, l_i [G, 16], log2 domain) -> each group's
+    # weight in the merge [G, 16] (0 for a group that saw no valid row), and the merged
+    # (m [16], l [16]). Reductions over 16 values a group: cheap even across the waves.
+    m = tl.max(m_i, 0)
+    w = tl.math.exp2(m_i - tl.where(m == float("-inf"), 0.0, m)[None, :])
+    return w, m, tl.sum(l_i * w, 0)
+
+
+@triton.jit
+def _sum_groups(x):
+    # x [G, 16, C] summed over the groups -> [16, C]: the groups to the last axis, then
+    # halved pairwise by tl.split. Written as tl.sum over the group axis, it compiled
+    # element by element (~4.5K instructions a wave on gfx950).
+    GROUPS: tl.constexpr = x.shape[0]
+    HEADS: tl.constexpr = x.shape[1]
+    COLUMNS: tl.constexpr = x.shape[2]
+    tl.static_assert(GROUPS == 1 or GROUPS == 2 or GROUPS == 4 or GROUPS == 8)
+    x = tl.permute(x, (1, 2, 0))
+    if GROUPS >= 8:
+        a, b = tl.split(x.reshape(HEADS, COLUMNS, 4, 2))
+        x = a + b
+    if GROUPS >= 4:
+        a, b = tl.split(x.reshape(HEADS, COLUMNS, 2, 2))
+        x = a + b
+    if GROUPS >= 2:
+        a, b = tl.split(x.reshape(HEADS, COLUMNS, 1, 2))
+        x = a + b
+    return x.reshape(HEADS, COLUMNS)
 
 
 @triton.jit
 def _merge_groups(acc, m_i, l_i):
-    # The G token groups' softmax states (acc [G, 16, C], m_i, l_i [G, 16]) -> one
-    # (acc [16, C], m [16], l [16]), unnormalized. Groups to the last axis, then halved
-    # pairwise by tl.split: written as a tl.sum over the group axis it compiled element
-    # by element (~4.5K instructions a wave on gfx950, ~1.2K this way).
-    GROUPS: tl.constexpr = acc.shape[0]
-    tl.static_assert(GROUPS == 1 or GROUPS == 2 or GROUPS == 4 or GROUPS == 8)
-    acc = tl.permute(acc, (1, 2, 0))
-    m_i = tl.permute(m_i, (1, 0))
-    l_i = tl.permute(l_i, (1, 0))
-    if GROUPS >= 2:
-        acc, m_i, l_i = _merge_group_pairs(acc, m_i, l_i)
-    if GROUPS >= 4:
-        acc, m_i, l_i = _merge_group_pairs(acc, m_i, l_i)
-    if GROUPS >= 8:
-        acc, m_i, l_i = _merge_group_pairs(acc, m_i, l_i)
-    return acc.reshape(acc.shape[0], acc.shape[1]), m_i.reshape(m_i.shape[0]), l_i.reshape(l_i.shape[0])
+    # The G groups' states (acc [G, 16, C], m_i, l_i [G, 16]) -> one (acc [16, C], m [16],
+    # l [16]), unnormalized, by log-sum-exp.
+    w, m, l = _group_merge_weights(m_i, l_i)
+    return _sum_groups(acc * w[:, :, None]), m, l
 
 
 @triton.jit
@@ -663,10 +666,9 @@ def _attend_fp8_e4m3_waves(q_nope, q_pe, kv_ptr, kv_scale_ptr, lo, hi, qk_scale,
         acc1 = tl.dot(p, tl.load(tile_rows + CHUNK + cols, cache_modifier=".cg"), acc=acc1 * alpha)
         acc2 = tl.dot(p, tl.load(tile_rows + 2 * CHUNK + cols, cache_modifier=".cg"), acc=acc2 * alpha)
         acc3 = tl.dot(p, tl.load(tile_rows + 3 * CHUNK + cols, cache_modifier=".cg"), acc=acc3 * alpha)
-    acc0, m, l = _merge_groups(acc0, m_i, l_i)
-    acc1 = _merge_groups(acc1, m_i, l_i)[0]
-    acc2 = _merge_groups(acc2, m_i, l_i)[0]
-    acc3 = _merge_groups(acc3, m_i, l_i)[0]
+    w, m, l = _group_merge_weights(m_i, l_i)
+    w = w[:, :, None]
+    acc0, acc1, acc2, acc3 = _sum_groups(acc0 * w), _sum_groups(acc1 * w), _sum_groups(acc2 * w), _sum_groups(acc3 * w)
     return _join_column_quarters(acc0, acc1, acc2, acc3) * (kv_scale * 0.00390625), m, l
 
 
