@@ -587,12 +587,14 @@ def _merge_groups(acc, m_i, l_i):
 
 
 @triton.jit
-def _group_tile_rows(start, hi, GROUPS: tl.constexpr, TOKENS: tl.constexpr):
-    # Row offsets (from `start`) of a tile of GROUPS x TOKENS rows, [G, T], group g owning
-    # rows g*T .. g*T + T - 1, and which are before `hi`. Rows at or past `hi` repeat row
-    # hi - 1 (as _fp8_tile_rows: the loads need no predicates and stay in the buffer).
+def _group_tile_rows(start, hi, stride, GROUPS: tl.constexpr, TOKENS: tl.constexpr):
+    # A tile of GROUPS x TOKENS rows from `start`, group g owning rows g*T .. g*T + T - 1:
+    # each row's offset from row `start` ([G, T], elements) and whether it is before `hi`.
+    # Rows at or past `hi` repeat row hi - 1 (as _fp8_tile_rows: the loads need no
+    # predicates and stay in the buffer). rows * stride does not depend on the tile, so
+    # the compiler keeps it out of the loop; a tile costs one minimum and one compare.
     rows = tl.arange(0, GROUPS)[:, None] * TOKENS + tl.arange(0, TOKENS)[None, :]
-    return tl.minimum(rows, hi - 1 - start), start + rows < hi
+    return tl.minimum(rows * stride, (hi - 1 - start) * stride), rows < hi - start
 
 
 @triton.jit
@@ -649,8 +651,8 @@ def _attend_fp8_e4m3_waves(q_nope, q_pe, kv_ptr, kv_scale_ptr, lo, hi, qk_scale,
     acc1, acc2, acc3 = tl.zeros_like(acc0), tl.zeros_like(acc0), tl.zeros_like(acc0)
     cols = tl.arange(0, CHUNK)[None, None, :]
     for start in range(lo, hi, BLOCK_N):
-        rows, row_ok = _group_tile_rows(start, hi, GROUPS, TOKENS)
-        tile_rows = kv_ptr + tl.cast(start, tl.int64) * stride_kv + (rows * stride_kv)[:, :, None]
+        row_offsets, row_ok = _group_tile_rows(start, hi, stride_kv, GROUPS, TOKENS)
+        tile_rows = kv_ptr + tl.cast(start, tl.int64) * stride_kv + row_offsets[:, :, None]
         s = tl.dot(q0, tl.permute(tl.load(tile_rows + cols), (0, 2, 1)))
         s = tl.dot(q1, tl.permute(tl.load(tile_rows + CHUNK + cols), (0, 2, 1)), acc=s)
         s = tl.dot(q2, tl.permute(tl.load(tile_rows + 2 * CHUNK + cols), (0, 2, 1)), acc=s)
