@@ -15,6 +15,11 @@ Instruction classes (one per instruction, by mnemonic):
   salu    every other s_*
 An unknown mnemonic is an error, not a guess. "total" counts every instruction once.
 
+Instructions are the printer's tab-indented lines, and every line of an inline-asm block
+(between ";;#ASMSTART" and ";;#ASMEND"): the printer indents only the first line of a
+multi-line block, so each of its lines is read as one instruction, label or directive,
+and a line that is none of these is an error.
+
 The main loop is the one backward branch (a branch to a label above it) whose span, from
 the label to the branch, holds MFMA instructions. Everything in the span is counted,
 both sides of any branch inside it included (an upper bound where the loop body
@@ -30,6 +35,8 @@ CLASSES = ("valu", "mfma", "salu", "smem", "vmem", "lds", "branch", "wait")
 
 _LABEL = re.compile(r"^([.\w$]+):")
 _INSTRUCTION = re.compile(r"^\t([a-z][a-z0-9_]*)\b\s*(.*)$")  # the printer indents instructions with a tab
+_ASM_LINE = re.compile(r"^([a-z][a-z0-9_]*)\b\s*(.*)$")  # an inline-asm line, stripped, comment removed
+_ASM_START, _ASM_END = ";;#ASMSTART", ";;#ASMEND"
 _BRANCH_TARGET = re.compile(r"^([.\w$]+)")
 _WAIT = ("s_waitcnt", "s_barrier", "s_nop", "s_sleep", "s_setprio", "s_sethalt", "s_trap", "s_icache_inv",
          "s_endpgm")
@@ -62,19 +69,42 @@ def parse(asm: str) -> tuple[list, dict]:
     """(instructions as (mnemonic, operands) in order, label -> index of the instruction
     that follows it). Directives (.xxx), comments (;) and blank lines are skipped."""
     instructions, labels = [], {}
-    for line in asm.splitlines():
+    in_inline_asm = False
+    for number, line in enumerate(asm.splitlines(), 1):
+        if line.strip() in (_ASM_START, _ASM_END):
+            in_inline_asm = line.strip() == _ASM_START
+            continue
+        if in_inline_asm:
+            statement = line.split(";")[0].strip()
+            label, match = _LABEL.match(statement), _ASM_LINE.match(statement)
+            if label and statement == label.group(0):
+                labels[label.group(1)] = len(instructions)
+            elif match:
+                instructions.append((match.group(1), match.group(2).strip()))
+            elif statement and not statement.startswith("."):
+                raise ValueError(f"line {number} of an inline-asm block is no instruction: {line!r}")
+            continue
         if (label := _LABEL.match(line)) and not line.startswith((" ", "\t")):
             labels[label.group(1)] = len(instructions)
             continue
         match = _INSTRUCTION.match(line)
         if match:
             instructions.append((match.group(1), match.group(2).split(";")[0].strip()))
+    if in_inline_asm:
+        raise ValueError(f"an inline-asm block ({_ASM_START}) without its {_ASM_END}")
     return instructions, labels
 
 
 def main_loop(asm: str) -> list | None:
     """The instructions of the loop whose body holds the MFMAs, or None if no loop does."""
     instructions, labels = parse(asm)
+    span = main_loop_span(instructions, labels)
+    return None if span is None else instructions[span[0]:span[1] + 1]
+
+
+def main_loop_span(instructions: list, labels: dict) -> tuple[int, int] | None:
+    """(index of the loop's first instruction, index of its backward branch) in parse's
+    list, or None if no loop holds MFMAs."""
     spans = []
     for index, (mnemonic, operands) in enumerate(instructions):
         if instruction_class(mnemonic) != "branch" or not (target := _BRANCH_TARGET.match(operands)):
@@ -89,8 +119,7 @@ def main_loop(asm: str) -> list | None:
     if len(spans) > 1:
         raise ValueError(f"{len(spans)} loops hold MFMA instructions (instruction spans {spans}); "
                          "the main loop is not defined")
-    start, end = spans[0]
-    return instructions[start:end + 1]
+    return spans[0]
 
 
 def class_counts(instructions: list) -> dict:

@@ -174,6 +174,14 @@ def test_hand_checked_small_loops(small_cases):
                                             "branch": 1, "wait": 13, "total": 33}
     assert scaled["mfma_per_wave_iteration"] == {"v_mfma_scale_f32_16x16x128_f8f6f4.fp4.fp8": 1}
     assert scaled["total"] == pytest.approx(33 * 4 / 64) and scaled["mfma_cycles"] == pytest.approx(32 * 4 / 64)
+    inline = small_cases["inline_asm"]["loop"]
+    # 8 inline-asm blocks of 4 v_add_f32 (the printer indents only the first line of each)
+    # + v_ashrrev, v_lshl_add_u64, 2 v_add_u32, 16 v_cndmask_b32, 4 v_cvt_pk_f16_f32: 56 VALU;
+    # buffer_load_dwordx4 + 2 global_load_dwordx4; ds_write_b128, 8 ds_bpermute_b32,
+    # 2 ds_read_b64_tr_b16; s_add_i32, s_cmp_lg_u32; 5 s_waitcnt + 2 s_nop; the branch: 81
+    assert inline["per_wave_iteration"] == {"valu": 56, "mfma": 1, "salu": 2, "smem": 0, "vmem": 3, "lds": 11,
+                                            "branch": 1, "wait": 7, "total": 81}
+    assert inline["mfma_per_wave_iteration"] == {"v_mfma_f32_16x16x32_f16": 1}
     for case in small_cases.values():
         assert case["vgpr_spill"] == 0 and case["occupancy"] == 8
 
@@ -223,6 +231,36 @@ kernel:
 \ts_endpgm
     .vgpr_count: 16
 """
+
+
+INLINE_ASM = """\
+kernel:
+\tv_mov_b32 v0, 0
+\t;;#ASMSTART
+\tv_cvt_scalef32_pk_bf16_fp4 v90, v144, v98
+v_cvt_scalef32_pk_bf16_fp4 v92, v144, v98 op_sel:[1,0,0]
+v_cvt_scalef32_pk_bf16_fp4 v91, v144, v98 op_sel:[0,1,0]   ; a comment
+  v_cvt_scalef32_pk_bf16_fp4 v93, v144, v98 op_sel:[1,1,0]
+
+\t;;#ASMEND
+.Ltmp100:
+\ts_endpgm
+"""
+
+
+def test_every_line_of_an_inline_asm_block_is_an_instruction():
+    # The printer indents only the first line of a multi-line inline-asm block.
+    instructions, labels = amdgcn.parse(INLINE_ASM)
+    assert [m for m, _ in instructions] == ["v_mov_b32"] + ["v_cvt_scalef32_pk_bf16_fp4"] * 4 + ["s_endpgm"]
+    assert instructions[3] == ("v_cvt_scalef32_pk_bf16_fp4", "v91, v144, v98 op_sel:[0,1,0]")
+    assert labels == {"kernel": 0, ".Ltmp100": 5}
+    assert amdgcn.class_counts(instructions)["valu"] == 5
+    with pytest.raises(ValueError, match="no instruction"):
+        amdgcn.parse(INLINE_ASM.replace("v_cvt_scalef32_pk_bf16_fp4 v92", "V92 = cvt"))
+    with pytest.raises(ValueError, match="unclassified"):
+        amdgcn.class_counts(amdgcn.parse(INLINE_ASM.replace("v_cvt_scalef32_pk_bf16_fp4 v92", "cvt v92"))[0])
+    with pytest.raises(ValueError, match="without"):
+        amdgcn.parse(INLINE_ASM.replace("\t;;#ASMEND\n", ""))
 
 
 def test_main_loop_is_the_backward_branch_around_the_mfmas():
