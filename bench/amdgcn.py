@@ -127,6 +127,89 @@ def class_counts(instructions: list) -> dict:
     return {name: counts.get(name, 0) for name in CLASSES} | {"total": len(instructions)}
 
 
+# --- vector-memory loads in flight ------------------------------------------------------
+# On gfx9 (gfx950 included) every VMEM instruction, load, store or atomic, adds one to the
+# wave's vmcnt when issued and retires in issue order; "s_waitcnt vmcnt(N)" stalls until at
+# most N are outstanding. The counter holds at most 63 (6 bits): a 64th waits for the oldest.
+LANES = 64
+MAX_VMCNT = 63
+_LOAD_BYTES_PER_LANE = {"dwordx4": 16, "dwordx3": 12, "dwordx2": 8, "dword": 4,
+                        "ushort": 2, "sshort": 2, "short_d16": 2, "short_d16_hi": 2,
+                        "ubyte": 1, "sbyte": 1, "ubyte_d16": 1, "ubyte_d16_hi": 1, "sbyte_d16": 1, "sbyte_d16_hi": 1}
+_STORE_WIDTHS = ("dwordx4", "dwordx3", "dwordx2", "dword", "short", "short_d16_hi", "byte", "byte_d16_hi")
+_VMEM_ACCESS = re.compile(r"(buffer|global|flat|scratch)_(load|store)_(lds_)?(\w+)")
+_WAIT_COUNTER = re.compile(r"(vmcnt|expcnt|lgkmcnt)(_sat)?\((\d+)\)")
+
+
+def vmem_load_bytes(mnemonic: str) -> int:
+    """Bytes a wave's VMEM instruction loads from global memory (64 lanes, all active):
+    buffer_/global_/flat_load_* and their LDS-destination forms (global_load_lds_*,
+    buffer_load_* ... lds) by width; 0 for stores, atomics and scratch (spill) loads, which
+    hold a vmcnt slot but bring no global data. Any other VMEM mnemonic is an error."""
+    if instruction_class(mnemonic) != "vmem":
+        raise ValueError(f"{mnemonic!r} is no vector-memory instruction")
+    if re.fullmatch(r"(buffer|global|flat)_atomic_\w+", mnemonic):
+        return 0
+    access = _VMEM_ACCESS.fullmatch(mnemonic)
+    if access:
+        space, kind, _, width = access.groups()
+        if kind == "load" and width in _LOAD_BYTES_PER_LANE:
+            return 0 if space == "scratch" else _LOAD_BYTES_PER_LANE[width] * LANES
+        if kind == "store" and width in _STORE_WIDTHS:
+            return 0
+    raise ValueError(f"no vmcnt rule for {mnemonic!r}: add its width and whether it counts in vmcnt")
+
+
+def _vmcnt_limit(operands: str) -> int | None:
+    """N of "s_waitcnt ... vmcnt(N) ...", None when it names no vmcnt."""
+    operands = operands.replace("&", " ")
+    counters = {name: int(value) for name, _, value in _WAIT_COUNTER.findall(operands)}
+    if _WAIT_COUNTER.sub("", operands).strip(" ,"):
+        raise ValueError(f"s_waitcnt operands {operands!r}: only named counters (vmcnt(N) lgkmcnt(M) ...) are read")
+    return counters.get("vmcnt")
+
+
+def _issue_body(body: list, outstanding: tuple) -> tuple[tuple, list]:
+    """One pass over the body, straight through: (the load bytes of the VMEM operations
+    outstanding after it, oldest first; the load bytes outstanding at each MFMA)."""
+    queue = list(outstanding)
+    at_mfma = []
+    for mnemonic, operands in body:
+        kind = instruction_class(mnemonic)
+        if kind == "vmem":
+            if len(queue) == MAX_VMCNT:
+                queue.pop(0)
+            queue.append(vmem_load_bytes(mnemonic))
+        elif mnemonic == "s_waitcnt":
+            limit = _vmcnt_limit(operands)
+            if limit is not None and len(queue) > limit:
+                del queue[:len(queue) - limit]
+        elif mnemonic.startswith("s_waitcnt_"):
+            raise ValueError(f"{mnemonic}: a gfx10+ split counter; the vmcnt model is gfx9's "
+                             "(stores count in vmcnt)")
+        elif kind == "mfma":
+            at_mfma.append(sum(queue))
+    return tuple(queue), at_mfma
+
+
+def loads_in_flight_at_mfmas(loop: list, max_passes: int = MAX_VMCNT + 2) -> list[int]:
+    """Global-load bytes a wave has issued and not yet waited for (vmcnt) when each MFMA of
+    the loop body issues, in the loop's steady state: the body is run straight through
+    (both sides of any branch inside it), from no loads outstanding, again and again until
+    the loads outstanding at its end repeat, so that loads issued late in one iteration
+    count at the start of the next. Starting from none, the outstanding operations are
+    always the newest of the body's own, so their number only grows from pass to pass, to at
+    most MAX_VMCNT: the state settles within MAX_VMCNT + 1 passes. The list follows the
+    body's MFMAs in order."""
+    outstanding = ()
+    for _ in range(max_passes):
+        after, at_mfma = _issue_body(loop, outstanding)
+        if after == outstanding:
+            return at_mfma
+        outstanding = after
+    raise ValueError(f"no steady state of the loads in flight after {max_passes} passes over the loop")
+
+
 # --- registers and occupancy -----------------------------------------------------------
 _RESOURCES = {  # field -> pattern in the "; Kernel info" comments or the metadata YAML
     "vgpr": r"^; NumVgprs: (\d+)$",

@@ -81,6 +81,10 @@ CASES = {
     "f16": KernelCall(dot_loop_kernel, (1,),
                       (_meta(torch.float16), _meta(torch.float16), _meta(torch.float32), 4, 16, 64),
                       dict(num_warps=1, num_stages=1)),
+    # as "f16" with two stages: the next tile's loads are issued before this tile's MFMAs
+    "f16_two_stages": KernelCall(dot_loop_kernel, (1,),
+                                 (_meta(torch.float16), _meta(torch.float16), _meta(torch.float32), 4, 16, 64),
+                                 dict(num_warps=1, num_stages=2)),
     # 1 wave; K = 128 of e4m3 is one v_mfma_f32_16x16x128_f8f6f4 (fp8 x fp8)
     "fp8": KernelCall(dot_loop_kernel, (1,),
                       (_meta(torch.float8_e4m3fn), _meta(torch.float8_e4m3fn), _meta(torch.float32), 4, 16, 128),
