@@ -102,18 +102,24 @@ def main_loop(asm: str) -> list | None:
     return None if span is None else instructions[span[0]:span[1] + 1]
 
 
-def main_loop_span(instructions: list, labels: dict) -> tuple[int, int] | None:
-    """(index of the loop's first instruction, index of its backward branch) in parse's
-    list, or None if no loop holds MFMAs."""
+def loop_spans(instructions: list, labels: dict) -> list[tuple[int, int]]:
+    """(index of the first instruction, index of the backward branch) of every loop: each
+    branch to a label at or above it, in parse's list."""
     spans = []
     for index, (mnemonic, operands) in enumerate(instructions):
         if instruction_class(mnemonic) != "branch" or not (target := _BRANCH_TARGET.match(operands)):
             continue
         start = labels.get(target.group(1))
         if start is not None and start <= index:
-            body = instructions[start:index + 1]
-            if any(instruction_class(m) == "mfma" for m, _ in body):
-                spans.append((start, index))
+            spans.append((start, index))
+    return spans
+
+
+def main_loop_span(instructions: list, labels: dict) -> tuple[int, int] | None:
+    """(index of the loop's first instruction, index of its backward branch) in parse's
+    list, or None if no loop holds MFMAs."""
+    spans = [(start, end) for start, end in loop_spans(instructions, labels)
+             if any(instruction_class(m) == "mfma" for m, _ in instructions[start:end + 1])]
     if not spans:
         return None
     if len(spans) > 1:

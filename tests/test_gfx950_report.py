@@ -120,6 +120,7 @@ def test_small_shape_columns(report):
                            for o in k["offered"])]
         assert row["combine_instructions"] == sum(k["instructions"] for k in combine)
         assert bool(combine) == (launch.num_splits > 1 and not launch.combine_in_kernel)
+        assert row["loops_outside"] == kernel["outside_loop"]["loops"] + sum(k["outside_loop"]["loops"] for k in combine)
         assert row["in_flight_bytes_per_cu"] == kernel["loop"]["in_flight_bytes_per_wave"] * row["waves_per_cu"]
 
 
@@ -153,6 +154,7 @@ def test_numbers_match_the_written_code(report):
             assert kernel["loop"] is None and kernel["outside_loop"]["total"] == len(instructions)
             continue
         assert kernel["outside_loop"]["total"] == len(instructions) - len(loop)
+        assert kernel["outside_loop"]["prologue"] + len(loop) + kernel["outside_loop"]["epilogue"] == len(instructions)
         in_flight = amdgcn.loads_in_flight_at_mfmas(loop)
         assert kernel["loop"]["in_flight_bytes_at_mfma"] == in_flight
         assert len(in_flight) == kernel["loop"]["per_wave_iteration"]["mfma"]
@@ -320,6 +322,9 @@ def test_main_loop_is_the_backward_branch_around_the_mfmas():
     assert amdgcn.class_counts(loop) == {"valu": 1, "mfma": 1, "salu": 2, "smem": 0, "vmem": 1, "lds": 0,
                                          "branch": 1, "wait": 1, "total": 7}
     assert amdgcn.mfma_counts(loop) == {"v_mfma_f32_16x16x128_f8f6f4.fp4.fp8": 1}
+    instructions, labels = amdgcn.parse(LOOPED)
+    assert amdgcn.loop_spans(instructions, labels) == [(1, 7), (8, 9)]
+    assert amdgcn.main_loop_span(instructions, labels) == (1, 7)
     assert amdgcn.main_loop(LOOPED.replace("v_mfma_f32_16x16x128_f8f6f4", "v_fma_f32")) is None
     two_loops = LOOPED.replace("\tv_mov_b32 v0, 0", "\tv_mfma_f32_16x16x32_f16 a[0:3], v[0:3], v[0:3], a[0:3]")
     with pytest.raises(ValueError, match="2 loops"):
