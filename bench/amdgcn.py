@@ -1,6 +1,7 @@
 """Static facts read from the AMDGCN text that Triton's HIP backend prints for gfx950
-(CompiledKernel.asm["amdgcn"]): registers, spills, occupancy, MFMA instructions, and the
-instruction mix of the main loop.
+(CompiledKernel.asm["amdgcn"]): registers, spills, occupancy, MFMA instructions, the
+instruction mix of the main loop, and the global-load bytes a wave has in flight at the
+loop's MFMAs (loads_in_flight_at_mfmas).
 
 Instruction classes (one per instruction, by mnemonic):
   mfma    v_mfma*, v_smfmac*                     (the matrix cores)
