@@ -120,7 +120,8 @@ def test_small_shape_columns(report):
                            for o in k["offered"])]
         assert row["combine_instructions"] == sum(k["instructions"] for k in combine)
         assert bool(combine) == (launch.num_splits > 1 and not launch.combine_in_kernel)
-        assert row["loops_outside"] == kernel["outside_loop"]["loops"] + sum(k["outside_loop"]["loops"] for k in combine)
+        loops = kernel["outside_loop"]["loops"] + sum(k["outside_loop"]["loops"] for k in combine)
+        assert row["loops_outside"] == loops
         assert row["in_flight_bytes_per_cu"] == kernel["loop"]["in_flight_bytes_per_wave"] * row["waves_per_cu"]
 
 
