@@ -1174,19 +1174,21 @@ def make_q_fp8_scratch(q_shape, fp8_dtype, device, block: int = Q_FP8_BLOCK,
 
 def q_fp8_calls(q, scratch: QFp8Scratch) -> list[KernelCall]:
     """The two launches that quantize the contiguous bf16 `q` into `scratch`."""
+    return [KernelCall(_q_abs_max_partials_kernel, (scratch.programs,),
+                       (q, scratch.partials, q.numel(), scratch.blocks_per_program, scratch.block),
+                       dict(num_warps=4)),
+            q_fp8_quantize_call(q, scratch)]
+
+
+def q_fp8_quantize_call(q, scratch: QFp8Scratch) -> KernelCall:
+    """The second launch: the scale from the partials, then Q's fp8 bytes."""
     bias, nan_code, negative_zero = _Q_FP8_FORMATS[scratch.q_fp8.dtype]
-    grid = (scratch.programs,)
-    return [
-        KernelCall(_q_abs_max_partials_kernel, grid,
-                   (q, scratch.partials, q.numel(), scratch.blocks_per_program, scratch.block),
-                   dict(num_warps=4)),
-        KernelCall(_q_fp8_quantize_kernel, grid,
-                   (q, scratch.partials, scratch.q_fp8_bytes, scratch.scale, q.numel(), scratch.programs,
-                    scratch.blocks_per_program, _Q_FP8_AMAX_FLOOR_BITS,
-                    torch.finfo(scratch.q_fp8.dtype).max, bias, nan_code, negative_zero, scratch.block,
-                    scratch.max_partials),
-                   dict(num_warps=4)),
-    ]
+    return KernelCall(_q_fp8_quantize_kernel, (scratch.programs,),
+                      (q, scratch.partials, scratch.q_fp8_bytes, scratch.scale, q.numel(), scratch.programs,
+                       scratch.blocks_per_program, _Q_FP8_AMAX_FLOOR_BITS,
+                       torch.finfo(scratch.q_fp8.dtype).max, bias, nan_code, negative_zero, scratch.block,
+                       scratch.max_partials),
+                      dict(num_warps=4))
 
 
 def _quantize_q_fp8_torch(q, scratch: QFp8Scratch) -> None:
@@ -1377,12 +1379,11 @@ class AiterRunner:
             _quantize_q_fp8_torch(q, scratch)
             scratch.scale.masked_fill_(self._check_lengths_torch(kv_indptr), float("nan"))
             return scratch.q_fp8, scratch.scale
-        _, quantize = q_fp8_calls(q, scratch)
         KernelCall(_q_abs_max_partials_checked_kernel, (scratch.programs,),
                    (q, scratch.partials, q.numel(), scratch.blocks_per_program, *self._check_args(kv_indptr),
                     scratch.block, AITER_MIN_KV_LEN, KV_LENGTH_CHECK_BLOCK, _FP32_NAN_BITS),
                    dict(num_warps=4)).launch()
-        quantize.launch()
+        q_fp8_quantize_call(q, scratch).launch()
         return scratch.q_fp8, scratch.scale
 
     def _check_lengths(self, kv_indptr, kv_scale):
