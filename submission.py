@@ -1260,13 +1260,19 @@ def _e4m3_magnitude_code(y, BIAS: tl.constexpr, NAN_CODE: tl.constexpr):
 
 
 @triton.jit
-def _q_abs_max_partials_kernel(q_ptr, partials_ptr, n, blocks_per_program, BLOCK: tl.constexpr):
+def _q_abs_max_partial(q_ptr, n, blocks_per_program, BLOCK: tl.constexpr):
+    """This program's largest |q|, as fp32 bits."""
     first = tl.program_id(0).to(tl.int64) * blocks_per_program * BLOCK
     largest = tl.zeros([BLOCK], dtype=tl.int32)
     for block in range(blocks_per_program):
         offs = first + block * BLOCK + tl.arange(0, BLOCK)
         largest = tl.maximum(largest, _q_abs_bits(q_ptr, offs, n))
-    tl.store(partials_ptr + tl.program_id(0), tl.max(largest, axis=0))
+    return tl.max(largest, axis=0)
+
+
+@triton.jit
+def _q_abs_max_partials_kernel(q_ptr, partials_ptr, n, blocks_per_program, BLOCK: tl.constexpr):
+    tl.store(partials_ptr + tl.program_id(0), _q_abs_max_partial(q_ptr, n, blocks_per_program, BLOCK))
 
 
 @triton.jit
@@ -1331,19 +1337,21 @@ def make_q_fp8_scratch(q_shape, fp8_dtype, device, block: int = Q_FP8_BLOCK,
 
 def q_fp8_calls(q, scratch: QFp8Scratch) -> list[KernelCall]:
     """The two launches that quantize the contiguous bf16 `q` into `scratch`."""
+    return [KernelCall(_q_abs_max_partials_kernel, (scratch.programs,),
+                       (q, scratch.partials, q.numel(), scratch.blocks_per_program, scratch.block),
+                       dict(num_warps=4)),
+            q_fp8_quantize_call(q, scratch)]
+
+
+def q_fp8_quantize_call(q, scratch: QFp8Scratch) -> KernelCall:
+    """The second launch: the scale from the partials, then Q's fp8 bytes."""
     bias, nan_code, negative_zero = _Q_FP8_FORMATS[scratch.q_fp8.dtype]
-    grid = (scratch.programs,)
-    return [
-        KernelCall(_q_abs_max_partials_kernel, grid,
-                   (q, scratch.partials, q.numel(), scratch.blocks_per_program, scratch.block),
-                   dict(num_warps=4)),
-        KernelCall(_q_fp8_quantize_kernel, grid,
-                   (q, scratch.partials, scratch.q_fp8_bytes, scratch.scale, q.numel(), scratch.programs,
-                    scratch.blocks_per_program, _Q_FP8_AMAX_FLOOR_BITS,
-                    torch.finfo(scratch.q_fp8.dtype).max, bias, nan_code, negative_zero, scratch.block,
-                    scratch.max_partials),
-                   dict(num_warps=4)),
-    ]
+    return KernelCall(_q_fp8_quantize_kernel, (scratch.programs,),
+                      (q, scratch.partials, scratch.q_fp8_bytes, scratch.scale, q.numel(), scratch.programs,
+                       scratch.blocks_per_program, _Q_FP8_AMAX_FLOOR_BITS,
+                       torch.finfo(scratch.q_fp8.dtype).max, bias, nan_code, negative_zero, scratch.block,
+                       scratch.max_partials),
+                      dict(num_warps=4))
 
 
 def _quantize_q_fp8_torch(q, scratch: QFp8Scratch) -> None:
@@ -1385,59 +1393,191 @@ def quantize_q_fp8(q, fp8_dtype=None) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 # =====================================================================================
-# Route: aiter persistent MLA decode over the fp8 KV (ROCm). Metadata, indices and
-# work buffers are built once per plan; per call, a8w8 runs the Q quantizer's two
-# launches (above) and then aiter's decode, a16w8 the decode alone.
+# Route: aiter persistent MLA decode over the fp8 KV (ROCm). Indices and work buffers are
+# built once per plan. aiter's metadata (each sequence's KV splits) depends on the lengths,
+# which the plan key does not hold, so every call rebuilds it on the device from its own
+# kv_indptr, after a length check that keeps lengths aiter would mis-plan away from it.
+# Per call, in order: a8w8 the Q quantizer's two launches (the check fused into the
+# first), a16w8 the check's own launch; then aiter's metadata build and aiter's decode.
 # =====================================================================================
 AITER_KV_SPLIT_CANDIDATES = (4, 8, 16, 32)
-# aiter's metadata builder (March 2026) plans len // 196 splits on gfx950, so shorter
-# sequences get 0 splits, which its kernel divides by; and on gfx942 it always plans 16
-# splits into buffers sized for num_kv_splits, so fewer would be written out of bounds.
+# Every sequence of a call the route serves has at least this many tokens. aiter's v1_0
+# metadata builder (March 2026) plans len // 196 splits on gfx950, so a shorter sequence
+# gets 0 splits, which it divides by; on gfx942 it plans 16 splits of 16-token blocks, and
+# for 17 to 20 tokens its one work item stops 1 to 4 tokens short. From 256 on, both cover
+# every token. On gfx942 it always plans 16 splits into buffers sized for num_kv_splits,
+# so fewer would be written out of bounds.
 AITER_MIN_KV_LEN = 256
 AITER_GFX942_MIN_SPLITS = 16
+KV_LENGTH_CHECK_BLOCK = 1024  # sequences the check reads per step
+_FP32_NAN_BITS = 0x7FC00000
+
+
+@triton.jit
+def _check_kv_lengths(kv_indptr_ptr, kv_indptr_stride, fallback_kv_indptr_ptr, checked_kv_indptr_ptr,
+                      last_page_lens_ptr, batch, total_kv, MIN_KV_LEN: tl.constexpr, BLOCK: tl.constexpr):
+    """Whether the call's kv_indptr is refused: a sequence of fewer than MIN_KV_LEN tokens,
+    or a range outside [0, total_kv]. Writes the kv_indptr aiter reads (the call's; when
+    refused, the plan's valid one instead) and its lengths, aiter's last-page lengths."""
+    first_token = tl.load(kv_indptr_ptr).to(tl.int64)
+    last_token = tl.load(kv_indptr_ptr + batch * kv_indptr_stride).to(tl.int64)
+    refused = (first_token < 0) | (last_token > total_kv)
+    for first in range(0, batch, BLOCK):
+        seq = first + tl.arange(0, BLOCK)
+        inside = seq < batch
+        starts = tl.load(kv_indptr_ptr + seq * kv_indptr_stride, mask=inside, other=0).to(tl.int64)
+        ends = tl.load(kv_indptr_ptr + (seq + 1) * kv_indptr_stride, mask=inside, other=0).to(tl.int64)
+        short = inside & (ends - starts < MIN_KV_LEN)
+        refused = refused | (tl.max(short.to(tl.int32), axis=0) > 0)
+    for first in range(0, batch, BLOCK):
+        seq = first + tl.arange(0, BLOCK)
+        inside = seq < batch
+        starts = tl.where(refused, tl.load(fallback_kv_indptr_ptr + seq, mask=inside, other=0),
+                          tl.load(kv_indptr_ptr + seq * kv_indptr_stride, mask=inside, other=0))
+        ends = tl.where(refused, tl.load(fallback_kv_indptr_ptr + seq + 1, mask=inside, other=0),
+                        tl.load(kv_indptr_ptr + (seq + 1) * kv_indptr_stride, mask=inside, other=0))
+        tl.store(checked_kv_indptr_ptr + seq, starts, mask=inside)
+        tl.store(last_page_lens_ptr + seq, ends - starts, mask=inside)
+    tl.store(checked_kv_indptr_ptr + batch,
+             tl.where(refused, tl.load(fallback_kv_indptr_ptr + batch), last_token.to(tl.int32)))
+    return refused
+
+
+@triton.jit
+def _q_abs_max_partials_checked_kernel(q_ptr, partials_ptr, n, blocks_per_program, kv_indptr_ptr,
+                                       kv_indptr_stride, fallback_kv_indptr_ptr, checked_kv_indptr_ptr,
+                                       last_page_lens_ptr, batch, total_kv, BLOCK: tl.constexpr,
+                                       MIN_KV_LEN: tl.constexpr, CHECK_BLOCK: tl.constexpr,
+                                       NAN_BITS: tl.constexpr):
+    """The quantizer's first launch with the length check in program 0: a refused call's
+    partial is NaN, so its scale and every Q byte are NaN, and so is aiter's output."""
+    largest = _q_abs_max_partial(q_ptr, n, blocks_per_program, BLOCK)
+    if tl.program_id(0) == 0:
+        refused = _check_kv_lengths(kv_indptr_ptr, kv_indptr_stride, fallback_kv_indptr_ptr,
+                                    checked_kv_indptr_ptr, last_page_lens_ptr, batch, total_kv,
+                                    MIN_KV_LEN, CHECK_BLOCK)
+        largest = tl.where(refused, NAN_BITS, largest)
+    tl.store(partials_ptr + tl.program_id(0), largest)
+
+
+@triton.jit
+def _kv_lengths_check_kernel(kv_scale_ptr, checked_kv_scale_ptr, kv_indptr_ptr, kv_indptr_stride,
+                             fallback_kv_indptr_ptr, checked_kv_indptr_ptr, last_page_lens_ptr, batch,
+                             total_kv, MIN_KV_LEN: tl.constexpr, CHECK_BLOCK: tl.constexpr,
+                             NAN_BITS: tl.constexpr):
+    """a16w8's length check: one program; a refused call's KV scale is NaN, and so is
+    aiter's output."""
+    refused = _check_kv_lengths(kv_indptr_ptr, kv_indptr_stride, fallback_kv_indptr_ptr,
+                                checked_kv_indptr_ptr, last_page_lens_ptr, batch, total_kv,
+                                MIN_KV_LEN, CHECK_BLOCK)
+    nan = tl.full([], NAN_BITS, tl.int32).to(tl.float32, bitcast=True)
+    tl.store(checked_kv_scale_ptr, tl.where(refused, nan, tl.load(kv_scale_ptr)))
+
+
+def _check_kv_lengths_torch(kv_indptr, fallback_kv_indptr, checked_kv_indptr, last_page_lens,
+                            total_kv: int) -> torch.Tensor:
+    """_check_kv_lengths as torch operations (CPU without the Triton interpreter); returns
+    `refused` as a 0-d bool tensor, never read on the host."""
+    wide = kv_indptr.long()
+    refused = ((wide[1:] - wide[:-1] < AITER_MIN_KV_LEN).any() | (wide[0] < 0) | (wide[-1] > total_kv))
+    checked_kv_indptr.copy_(torch.where(refused, fallback_kv_indptr, kv_indptr))
+    last_page_lens.copy_(checked_kv_indptr[1:] - checked_kv_indptr[:-1])
+    return refused
 
 
 class AiterRunner:
     def __init__(self, shape: CallShape, data, q_in_fp8: bool, num_kv_splits: int):
         q, kv_data, qo_indptr, kv_indptr, _ = data
+        _require(shape.min_kv_len >= AITER_MIN_KV_LEN, ValueError,
+                 f"aiter route: a plan's first call needs every sequence >= {AITER_MIN_KV_LEN} tokens, "
+                 f"the shortest has {shape.min_kv_len}")
         fp8_dtype = kv_data["fp8"][0].dtype
         self.kv_format = "fp8"
         self.q_in_fp8 = q_in_fp8
         self.num_kv_splits = num_kv_splits
         self.sm_scale = shape.sm_scale
         self.q_seq_len = shape.q_seq_len
+        self.batch = shape.batch
+        self.total_kv = shape.total_kv
         self.needs_contiguous_q = not shape.q_contiguous  # aiter: "only support Q.is_contiguous()"
         self.label = f"aiter_{'a8w8' if q_in_fp8 else 'a16w8'}[splits={num_kv_splits}]"
         device = q.device
+        self.launches_triton = device.type == "cuda" or _INTERPRETED  # else torch operations (CPU)
         # Page size 1: every token is a page; the leaderboard's reference passes the
         # per-sequence lengths as the last-page lengths.
         self.kv_indices = torch.arange(shape.total_kv, dtype=torch.int32, device=device)
-        self.kv_last_page_len = (kv_indptr[1:] - kv_indptr[:-1]).to(torch.int32)
-        # a8w8: Q is quantized per call (never cached: inputs change) into plan-owned buffers.
+        # Written by every call's length check, read by aiter's metadata build and decode.
+        self.checked_kv_indptr = torch.empty(shape.batch + 1, dtype=torch.int32, device=device)
+        self.kv_last_page_len = torch.empty(shape.batch, dtype=torch.int32, device=device)
+        # This plan's first kv_indptr (checked when the plan was built): what the metadata is
+        # built from when a call is refused, so that aiter never reads lengths it mis-plans.
+        self.fallback_kv_indptr = kv_indptr.clone(memory_format=torch.contiguous_format)
+        # a8w8: Q is quantized per call (never cached: inputs change) into plan-owned buffers;
+        # a16w8: the KV scale passes through the check into a plan-owned one.
         self.q_scratch = make_q_fp8_scratch(q.shape, fp8_dtype, device) if q_in_fp8 else None
-        q_dtype = fp8_dtype if q_in_fp8 else torch.bfloat16
+        self.checked_kv_scale = None if q_in_fp8 else torch.empty(1, dtype=torch.float32, device=device)
+        self.q_dtype = fp8_dtype if q_in_fp8 else torch.bfloat16
+        self.kv_dtype = fp8_dtype
         info = aiter_ops.get_mla_metadata_info_v1(
-            shape.batch, shape.q_seq_len, NUM_HEADS, q_dtype, fp8_dtype,
+            shape.batch, shape.q_seq_len, NUM_HEADS, self.q_dtype, fp8_dtype,
             is_sparse=False, fast_mode=False, num_kv_splits=num_kv_splits, intra_batch_mode=True)
         (self.work_meta_data, self.work_indptr, self.work_info_set, self.reduce_indptr,
          self.reduce_final_map, self.reduce_partial_map) = [
             torch.empty(size, dtype=dtype, device=device) for size, dtype in info]
-        aiter_ops.get_mla_metadata_v1(
-            qo_indptr, kv_indptr, self.kv_last_page_len, NUM_HEADS, 1, True,
-            self.work_meta_data, self.work_info_set, self.work_indptr,
-            self.reduce_indptr, self.reduce_final_map, self.reduce_partial_map,
-            page_size=1, kv_granularity=16, max_seqlen_qo=shape.q_seq_len,
-            uni_seqlen_qo=shape.q_seq_len, fast_mode=False, max_split_per_batch=num_kv_splits,
-            intra_batch_mode=True, dtype_q=q_dtype, dtype_kv=fp8_dtype)
+
+    def _check_args(self, kv_indptr) -> tuple:
+        """_check_kv_lengths' arguments but the constants."""
+        return (kv_indptr, kv_indptr.stride(0), self.fallback_kv_indptr, self.checked_kv_indptr,
+                self.kv_last_page_len, self.batch, self.total_kv)
+
+    def _check_lengths_torch(self, kv_indptr) -> torch.Tensor:
+        return _check_kv_lengths_torch(kv_indptr, self.fallback_kv_indptr, self.checked_kv_indptr,
+                                       self.kv_last_page_len, self.total_kv)
+
+    def _quantize_q_and_check_lengths(self, q, kv_indptr):
+        """a8w8: the quantizer's two launches, the first also checking the lengths.
+        Returns the Q and Q scale aiter is to read."""
+        scratch = self.q_scratch
+        if not self.launches_triton:
+            _quantize_q_fp8_torch(q, scratch)
+            scratch.scale.masked_fill_(self._check_lengths_torch(kv_indptr), float("nan"))
+            return scratch.q_fp8, scratch.scale
+        KernelCall(_q_abs_max_partials_checked_kernel, (scratch.programs,),
+                   (q, scratch.partials, q.numel(), scratch.blocks_per_program, *self._check_args(kv_indptr),
+                    scratch.block, AITER_MIN_KV_LEN, KV_LENGTH_CHECK_BLOCK, _FP32_NAN_BITS),
+                   dict(num_warps=4)).launch()
+        q_fp8_quantize_call(q, scratch).launch()
+        return scratch.q_fp8, scratch.scale
+
+    def _check_lengths(self, kv_indptr, kv_scale):
+        """a16w8: the check's own launch. Returns the KV scale aiter is to read."""
+        if not self.launches_triton:
+            self.checked_kv_scale.copy_(kv_scale.masked_fill(self._check_lengths_torch(kv_indptr), float("nan")))
+            return self.checked_kv_scale
+        KernelCall(_kv_lengths_check_kernel, (1,),
+                   (kv_scale, self.checked_kv_scale, *self._check_args(kv_indptr), AITER_MIN_KV_LEN,
+                    KV_LENGTH_CHECK_BLOCK, _FP32_NAN_BITS), dict(num_warps=4)).launch()
+        return self.checked_kv_scale
 
     def __call__(self, q, kv_data, qo_indptr, kv_indptr):
         kv_buffer, kv_scale = kv_data["fp8"]
         if self.needs_contiguous_q:  # aiter and the quantizer read Q contiguous
             q = q.contiguous()
-        q_in, q_scale = quantize_q_fp8_into(q, self.q_scratch) if self.q_in_fp8 else (q, None)
+        if self.q_in_fp8:
+            q_in, q_scale = self._quantize_q_and_check_lengths(q, kv_indptr)
+        else:
+            q_in, q_scale = q, None
+            kv_scale = self._check_lengths(kv_indptr, kv_scale)
+        aiter_ops.get_mla_metadata_v1(
+            qo_indptr, self.checked_kv_indptr, self.kv_last_page_len, NUM_HEADS, 1, True,
+            self.work_meta_data, self.work_info_set, self.work_indptr,
+            self.reduce_indptr, self.reduce_final_map, self.reduce_partial_map,
+            page_size=1, kv_granularity=16, max_seqlen_qo=self.q_seq_len,
+            uni_seqlen_qo=self.q_seq_len, fast_mode=False, max_split_per_batch=self.num_kv_splits,
+            intra_batch_mode=True, dtype_q=self.q_dtype, dtype_kv=self.kv_dtype)
         out = _new_output(q)
         aiter_ops.mla_decode_fwd(
-            q_in, kv_buffer.view(-1, 1, 1, QK_HEAD_DIM), out, qo_indptr, kv_indptr,
+            q_in, kv_buffer.view(-1, 1, 1, QK_HEAD_DIM), out, qo_indptr, self.checked_kv_indptr,
             self.kv_indices, self.kv_last_page_len, self.q_seq_len,
             page_size=1, nhead_kv=1, sm_scale=self.sm_scale, logit_cap=0.0,
             num_kv_splits=self.num_kv_splits, q_scale=q_scale, kv_scale=kv_scale,
@@ -1465,9 +1605,9 @@ class AiterRoute:
     def variants(self, shape: CallShape) -> list:
         if aiter_ops is None or "fp8" not in shape.formats or not _aiter_device(shape.device):
             return []
-        # The metadata fixes each sequence's KV range when the plan is built, and the plan
-        # key holds shapes, not lengths: serve only the uniform layout the key implies.
-        if not shape.uniform_kv_len or shape.min_kv_len < AITER_MIN_KV_LEN:
+        # Every call rebuilds the metadata from its own lengths, so ragged lengths are
+        # served; shorter sequences are not (AITER_MIN_KV_LEN).
+        if shape.min_kv_len < AITER_MIN_KV_LEN:
             return []
         min_splits = AITER_GFX942_MIN_SPLITS if "gfx942" in _aiter_arch(shape.device) else 1
         return [(lambda data, q8=q8, splits=splits: AiterRunner(shape, data, q8, splits))

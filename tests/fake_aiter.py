@@ -33,6 +33,16 @@ where aiter is strict, and computes real outputs:
   its KV ranges from work_info_set, i.e. from the kv_indptr values at metadata time. A
   call with the same shapes but other sequence lengths needs new metadata; with stale
   metadata the output is attention over the old ranges.
+* Where aiter reads values (the same sources): get_mla_metadata_v1's host side checks
+  strides and dtypes only, then launches one kernel (one workgroup of one wave) on the
+  current queue, which reads kv_indptr on the device: building metadata per call adds a
+  launch, not a host sync. mla_decode_fwd in persistent mode reads no value on the host
+  either (asm_mla.cu copies from the host only when work_meta_data is not given). This
+  fake reads the values when called, which on the CPU is the same order. Lengths under
+  196 tokens give v1_0 zero splits on gfx950 (the kernel then divides by zero: undefined
+  on a GPU, raised here); on gfx942, 17 to 20 tokens give one work item whose kv_end is 1
+  to 4 tokens before the sequence's end (this fake's decode reads [kv_start, kv_end) of
+  each work item; whether aiter's kernel reads on to the end is not known from source).
 * Stricter than aiter (documented choices): q_scale / kv_scale must be None when their
   operand is not fp8 (aiter ignores them); the dtypes given to get_mla_metadata_v1 must
   match the decode's (v1_0 ignores them for 16 heads, v1_2 does not); kv_indices must

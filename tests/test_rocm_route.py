@@ -8,11 +8,15 @@ persistent kernel does (split plan from the metadata, LSE merge). The device che
 
 What is proven: the route table holds every aiter candidate (a8w8 and a16w8 for each
 kv-split count); the autopick verifies them against reference.ref_kernel and reports
-its choice; metadata is built once per plan and never per call; Q is quantized per
-call, as the reference quantizes it; an a8w8 call asks the device for the quantizer's two
-Triton launches and aiter's decode and nothing else (run under the Triton interpreter,
-every launch and torch operation recorded); each shape has its own metadata; outputs are right; a wrong or non-binding aiter
-loses to torch and is reported once; the loader never mistakes another `aiter`.
+its choice; work buffers are the plan's, and every call rebuilds aiter's metadata into them
+from its own lengths, after a length check on the device, so that calls of the same shapes
+with other lengths are right and calls with sequences aiter would mis-plan come out NaN
+(refused), never silently wrong; Q is quantized per call, as the reference quantizes it;
+per call the device runs the length check (fused into the quantizer's first launch for
+a8w8), aiter's metadata build and aiter's decode and nothing else (run under the Triton
+interpreter, every launch and torch operation recorded); each shape has its own buffers;
+outputs are right; a wrong or non-binding aiter loses to torch and is reported once; the
+loader never mistakes another `aiter`.
 """
 from __future__ import annotations
 
@@ -204,13 +208,19 @@ def test_every_aiter_candidate_is_built_verified_and_timed(monkeypatch):
     report = plan_report(data)
     assert LABELS <= set(report), report
     assert all(report[label].endswith(")") and " us ok " in report[label] for label in LABELS), report
-    # One metadata size query and one metadata build per candidate, with its own split count.
+    # One metadata size query per candidate, with its own split count; a metadata build
+    # right before every decode, into the buffers that decode reads.
     info = fake.calls_to("get_mla_metadata_info_v1")
-    built = fake.calls_to("get_mla_metadata_v1")
     assert sorted((c["q_dtype"] in FP8_DTYPES, c["num_kv_splits"]) for c in info) == \
         sorted((kind == "a8w8", splits) for kind, splits in CANDIDATES)
-    assert sorted((c["dtype_q"] in FP8_DTYPES, c["max_split_per_batch"]) for c in built) == \
-        sorted((kind == "a8w8", splits) for kind, splits in CANDIDATES)
+    built_then_decoded = [c for c in fake.calls if c.name != "get_mla_metadata_info_v1"]
+    builds, decodes = built_then_decoded[::2], built_then_decoded[1::2]
+    assert len(builds) == len(decodes) >= len(CANDIDATES) * CALLS_PER_CANDIDATE_AT_PLAN_TIME
+    for build, decode in zip(builds, decodes):
+        assert (build.name, decode.name) == ("get_mla_metadata_v1", "mla_decode_fwd")
+        assert build["work_metadata_ptrs"] is decode["work_meta_data"]
+    assert {(c["dtype_q"] in FP8_DTYPES, c["max_split_per_batch"]) for c in builds} == \
+        {(kind == "a8w8", splits) for kind, splits in CANDIDATES}
     assert submission.describe_route(data).startswith("aiter_")
     assert_matches_reference(data, out)
 
@@ -227,12 +237,11 @@ def test_autopick_keeps_the_fastest_aiter_candidate(monkeypatch, kind, splits):
 # ----------------------------------------------------------------------------- per plan, per call
 
 
-def test_metadata_is_built_once_per_plan_and_q_is_quantized_per_call(monkeypatch):
+def test_metadata_is_rebuilt_into_the_plans_buffers_every_call_and_q_is_quantized_per_call(monkeypatch):
     fake = install(monkeypatch, FakeAiter(latency=prefer("a8w8", 8)))
     batch, kv_len = 2, 600
     submission.custom_kernel(harness_input(batch, kv_len, seed=100))
     assert fake.count("get_mla_metadata_info_v1") == len(CANDIDATES)
-    assert fake.count("get_mla_metadata_v1") == len(CANDIDATES)
     assert fake.count("mla_decode_fwd") >= len(CANDIDATES) * CALLS_PER_CANDIDATE_AT_PLAN_TIME
     runner = submission._plan_for(harness_input(batch, kv_len, seed=100)).run
     assert runner.label == "aiter_a8w8[splits=8]"
@@ -254,23 +263,80 @@ def test_metadata_is_built_once_per_plan_and_q_is_quantized_per_call(monkeypatch
         scales.append(q_scale.item())
     assert plan_time_calls > 0
     assert fake.count("get_mla_metadata_info_v1") == 0
-    assert fake.count("get_mla_metadata_v1") == 0
-    decodes = fake.calls_to("mla_decode_fwd")
-    assert len(decodes) == 20
-    # Shape-only state is the plan's, the very same objects every call.
+    builds, decodes = fake.calls_to("get_mla_metadata_v1"), fake.calls_to("mla_decode_fwd")
+    assert len(builds) == len(decodes) == 20
+    # Shape-only state is the plan's, the very same objects every call; the metadata is
+    # rebuilt into it by every call, from the kv_indptr the call's length check wrote.
     buffers = decode_buffers(decodes[0])
     assert all(a is getattr(runner, name) for a, name in zip(buffers, (
         "work_meta_data", "work_indptr", "work_info_set", "reduce_indptr", "reduce_final_map",
         "reduce_partial_map")))
-    for call in decodes:
+    for build, call in zip(builds, decodes):
         assert all(a is b for a, b in zip(decode_buffers(call), buffers))
-        assert call["kv_indices"] is runner.kv_indices and call["kv_last_page_lens"] is runner.kv_last_page_len
-        assert call.metadata is decodes[0].metadata
+        assert build["work_metadata_ptrs"] is runner.work_meta_data
+        assert build["seqlens_kv_indptr"] is runner.checked_kv_indptr is call["kv_indptr"]
+        assert build["kv_last_page_lens"] is runner.kv_last_page_len is call["kv_last_page_lens"]
+        assert call["kv_indices"] is runner.kv_indices
+        assert call.metadata.kv_indptr == [0, kv_len, 2 * kv_len]
+    assert len({id(call.metadata) for call in decodes}) == 20  # one build each
     assert len(set(scales)) == 20
     assert all(call["q"].dtype == reference.FP8_DTYPE for call in decodes)
     # The quantized Q and its scale live in the plan's buffers, the same every call.
     assert all(call["q"] is runner.q_scratch.q_fp8 and call["q_scale"] is runner.q_scratch.scale
                for call in decodes)
+
+
+@pytest.mark.parametrize("kind, splits", CANDIDATES)
+def test_same_shapes_and_config_with_other_lengths_are_right(monkeypatch, kind, splits):
+    """The plan key holds shapes and config, not lengths: one plan serves calls whose
+    lengths differ (here non-uniform, with the same total and the same config). Each is
+    right, against exact attention over the fp8 KV, with metadata for its own lengths."""
+    install(monkeypatch, FakeAiter(latency=prefer(kind, splits)))
+    first = ragged_input((800, 800, 800), seed=40)
+    assert_matches_reference(first, submission.custom_kernel(first))
+    assert submission.describe_route(first) == f"aiter_{kind}[splits={splits}]"
+    for seed, lengths in enumerate(((300, 1700, 400), (1600, 256, 544), (256, 256, 1888)), start=41):
+        data = ragged_input(lengths, seed=seed)
+        data[4]["kv_seq_len"] = 800  # the first call's config: the same plan key
+        assert submission.plan_key(data) == submission.plan_key(first)
+        out = submission.custom_kernel(data)
+        assert submission._plan_for(data).run.label == f"aiter_{kind}[splits={splits}]"
+        assert_matches_reference(data, out)
+
+
+@pytest.mark.parametrize("kind", ["a8w8", "a16w8"])
+@pytest.mark.parametrize("gfx", ["gfx950", "gfx942"])
+def test_a_later_call_aiter_would_mis_plan_is_refused_as_nan_never_wrong(monkeypatch, kind, gfx):
+    """Lengths the plan-time check refuses (a sequence under AITER_MIN_KV_LEN tokens, or
+    indptrs past the KV rows) can reach a plan's later calls. Reading them on the host
+    would synchronise, so the device refuses them: aiter's metadata is built from the
+    plan's own valid kv_indptr instead (it never sees a length it mis-plans: the fake
+    raises where aiter divides by zero) and the output is NaN in every element. The next
+    valid call is right again."""
+    fp8_dtype = torch.float8_e4m3fnuz if gfx == "gfx942" else reference.FP8_DTYPE
+    fake = install(monkeypatch, FakeAiter(gfx=gfx, cu_num=304 if gfx == "gfx942" else 256,
+                                          latency=prefer(kind, 16)))
+    first = ragged_input((700, 700), seed=50, fp8_dtype=fp8_dtype)
+    assert_matches_reference(first, submission.custom_kernel(first))
+    assert submission.describe_route(first) == f"aiter_{kind}[splits=16]"
+    refused = {"short": (1380, 20), "empty": (1400, 0), "one token under": (1145, 255)}
+    for name, lengths in refused.items():
+        data = ragged_input(lengths, seed=51, fp8_dtype=fp8_dtype)
+        data[4]["kv_seq_len"] = 700
+        fake.clear_calls()
+        out = submission.custom_kernel(data)
+        assert out.isnan().all(), name
+        assert fake.calls_to("get_mla_metadata_v1")[0]["seqlens_kv_indptr"].tolist() == [0, 700, 1400], name
+    past_the_rows = ragged_input((700, 700), seed=52, fp8_dtype=fp8_dtype)
+    past_the_rows[3][2] = 1500
+    # On a GPU, indptr values are validated at plan time only (MLA_CHECK_INDPTR=1 aside);
+    # on the CPU every call: stand in the GPU's plan.
+    submission._plan_for(past_the_rows).check_indptr_each_call = False
+    assert submission.custom_kernel(past_the_rows).isnan().all()
+    again = ragged_input((1000, 400), seed=53, fp8_dtype=fp8_dtype)
+    again[4]["kv_seq_len"] = 700
+    assert_matches_reference(again, submission.custom_kernel(again))
+    assert submission._plan_for(again).run.label == f"aiter_{kind}[splits=16]"
 
 
 _worker = InterpreterWorker()
@@ -288,19 +354,18 @@ NO_DEVICE_WORK = {"aten.empty.memory_format", "aten.view.default"}
 
 def _record_calls_in_worker(inputs, q_in_fp8):
     """Runs in the interpreter worker: one runner of the plan of inputs[0], then one call
-    per input, each recorded: the device work in order, and what aiter received."""
+    per input, each recorded: the device work in order, what aiter received, and the
+    kv_indptr its metadata was built from."""
     fake = FakeAiter()
     saved, submission.aiter_ops = submission.aiter_ops, fake
     try:
         runner = submission.AiterRunner(submission.CallShape(inputs[0]), inputs[0], q_in_fp8, 8)
         recorder = DeviceWorkRecorder()
-        decode = fake.mla_decode_fwd
-
-        def recorded_decode(*args, **kwargs):
-            with recorder.launch("aiter", "mla_decode_fwd"):
-                return decode(*args, **kwargs)
-
-        fake.mla_decode_fwd = recorded_decode
+        for name in ("get_mla_metadata_v1", "mla_decode_fwd"):  # each one device launch (or more) in aiter
+            def recorded(*args, _name=name, _call=getattr(fake, name), **kwargs):
+                with recorder.launch("aiter", _name):
+                    return _call(*args, **kwargs)
+            setattr(fake, name, recorded)
         calls = []
         for data in inputs:
             recorder.events = []
@@ -309,28 +374,41 @@ def _record_calls_in_worker(inputs, q_in_fp8):
             received = fake.calls_to("mla_decode_fwd")[-1]
             q_scale = received["q_scale"]
             calls.append((recorder.events, received["q"].view(torch.uint8).clone() if q_in_fp8 else None,
-                          None if q_scale is None else q_scale.clone(), out))
+                          None if q_scale is None else q_scale.clone(), out, received.metadata.kv_indptr))
         return calls
     finally:
         submission.aiter_ops = saved
 
 
 @pytest.mark.parametrize("q_in_fp8", [True, False])
-def test_each_call_is_the_quantizer_then_the_decode_and_nothing_else(q_in_fp8):
-    """Under the interpreter, as on a GPU, the quantizer runs its Triton kernels. Per call
-    a8w8 launches them and then aiter's decode; a16w8 the decode alone. No other torch
-    operation runs but the output's allocation and a view. Each input's Q reaches aiter
-    quantized exactly as reference.quantize_fp8 quantizes it."""
-    inputs = [harness_input(2, 600, seed=seed) for seed in (31, 32, 33)]
+def test_each_call_is_the_length_check_the_metadata_then_the_decode_and_nothing_else(q_in_fp8):
+    """Under the interpreter, as on a GPU, our kernels run as Triton launches. Per call,
+    in order: a8w8 the quantizer's two launches (the first also checks the lengths),
+    a16w8 the length check's one launch; then aiter's metadata build from the checked
+    kv_indptr; then aiter's decode. No other torch operation runs but the output's
+    allocation and a view. The calls share their shapes but not their lengths; each is
+    right, and each input's Q reaches aiter quantized exactly as reference.quantize_fp8
+    quantizes it; the call with a short sequence is refused: NaN everywhere, metadata
+    built from the plan's first kv_indptr."""
+    lengths = [(600, 600, 600), (300, 1000, 500), (1200, 300, 300), (100, 1000, 700)]
+    inputs = [ragged_input(lens, seed=31 + i) for i, lens in enumerate(lengths)]
     for i, data in enumerate(inputs):
         data[0][1, 5, 7] = 6.0 + i  # a distinct amax each (randn stays < 6)
     calls = _worker.run(_record_calls_in_worker, inputs, q_in_fp8)
-    quantizer = [("triton", "_q_abs_max_partials_kernel"), ("triton", "_q_fp8_quantize_kernel")]
-    for data, (events, q_bytes, q_scale, out) in zip(inputs, calls):
+    check_and_quantize = [("triton", "_q_abs_max_partials_checked_kernel"),  # Q's amax partials + length check
+                          ("triton", "_q_fp8_quantize_kernel")]  # Q scale and fp8 bytes
+    check_alone = [("triton", "_kv_lengths_check_kernel")]  # length check, KV scale through it
+    aiter = [("aiter", "get_mla_metadata_v1"),  # metadata from the checked kv_indptr
+             ("aiter", "mla_decode_fwd")]  # the decode (aiter's split kernel and reduce)
+    for data, lens, (events, q_bytes, q_scale, out, built_from) in zip(inputs, lengths, calls):
         launches = [event for event in events if event[0] != "torch"]
-        assert launches == (quantizer if q_in_fp8 else []) + [("aiter", "mla_decode_fwd")], events
+        assert launches == (check_and_quantize if q_in_fp8 else check_alone) + aiter, events
         torch_ops = [name for kind, name in events if kind == "torch"]
         assert set(torch_ops) <= NO_DEVICE_WORK and torch_ops.count("aten.empty.memory_format") == 1, events
+        if min(lens) < submission.AITER_MIN_KV_LEN:
+            assert out.isnan().all() and built_from == [0, 600, 1200, 1800]
+            continue
+        assert built_from == data[3].tolist()
         if q_in_fp8:
             want_bytes, want_scale = reference.quantize_fp8(data[0])
             assert torch.equal(q_bytes, want_bytes.view(torch.uint8)) and torch.equal(q_scale, want_scale)
@@ -338,33 +416,87 @@ def test_each_call_is_the_quantizer_then_the_decode_and_nothing_else(q_in_fp8):
             assert q_scale is None
         assert_matches_reference(data, out)
     if q_in_fp8:
-        assert len({call[2].item() for call in calls}) == len(inputs)  # each from its own input
+        assert len({call[2].item() for call in calls[:3]}) == 3  # each from its own input
+        assert calls[3][2].isnan().all()
 
 
-def test_each_shape_builds_its_own_metadata(monkeypatch):
+# kv_indptr (batch 5, 5000 KV rows) -> whether the length check refuses it.
+LENGTH_CHECK_CASES = {
+    "ragged, all >= 256": ([0, 256, 1000, 3000, 4000, 5000], False),
+    "ends before the last row": ([0, 256, 512, 768, 1024, 1280], False),
+    "short in the last step": ([0, 1000, 2000, 3000, 4000, 4255], True),
+    "empty": ([0, 1000, 1000, 3000, 4000, 5000], True),
+    "decreasing": ([0, 1000, 900, 3000, 4000, 5000], True),
+    "negative start": ([-300, 1000, 2000, 3000, 4000, 5000], True),
+    "past the rows": ([0, 1000, 2000, 3000, 4000, 5001], True),
+    "int32 wrap-around": ([0, 2**31 - 1, -2**31, -2**31 + 1000, 0, 1000], True),
+}
+LENGTH_CHECK_FALLBACK = [0, 1000, 2000, 3000, 4000, 5000]
+
+
+def _length_check_in_worker(block):
+    """Runs in the interpreter worker: a16w8's check kernel, `block` sequences a step, on
+    every case, the kv_indptr read through a stride of 2."""
+    results = {}
+    for name, (values, _) in LENGTH_CHECK_CASES.items():
+        strided = torch.zeros(2 * len(values), dtype=torch.int32)
+        strided[::2] = torch.tensor(values, dtype=torch.int32)
+        kv_indptr = strided[::2]
+        checked, last_page, scale = torch.empty(6, dtype=torch.int32), torch.empty(5, dtype=torch.int32), torch.empty(1)
+        submission.KernelCall(submission._kv_lengths_check_kernel, (1,), (
+            torch.tensor([0.25]), scale, kv_indptr, kv_indptr.stride(0),
+            torch.tensor(LENGTH_CHECK_FALLBACK, dtype=torch.int32), checked, last_page, 5, 5000,
+            submission.AITER_MIN_KV_LEN, block, submission._FP32_NAN_BITS),
+            dict(num_warps=4)).launch()
+        results[name] = (checked.tolist(), last_page.tolist(), scale.item())
+    return results
+
+
+@pytest.mark.parametrize("block", [2, submission.KV_LENGTH_CHECK_BLOCK])
+def test_the_length_check_refuses_what_aiter_would_mis_plan_and_passes_the_rest(block):
+    """The Triton check (under the interpreter, in steps of `block` sequences) and its
+    torch twin (CPU) agree: a served kv_indptr is copied with its lengths as last-page
+    lengths and the scale passes; a refused one is replaced by the plan's, and the scale
+    is NaN."""
+    triton_results = _worker.run(_length_check_in_worker, block)
+    fallback = torch.tensor(LENGTH_CHECK_FALLBACK, dtype=torch.int32)
+    for name, (values, refused) in LENGTH_CHECK_CASES.items():
+        served = LENGTH_CHECK_FALLBACK if refused else values
+        want = (served, [b - a for a, b in zip(served, served[1:])])
+        checked, last_page = torch.empty(6, dtype=torch.int32), torch.empty(5, dtype=torch.int32)
+        torch_refused = submission._check_kv_lengths_torch(torch.tensor(values, dtype=torch.int32), fallback,
+                                                           checked, last_page, 5000)
+        assert (checked.tolist(), last_page.tolist()) == want and bool(torch_refused) == refused, name
+        checked, last_page, scale = triton_results[name]
+        assert (checked, last_page) == want and math.isnan(scale) == refused, name
+        assert refused or scale == 0.25, name
+
+
+def test_each_shape_has_its_own_buffers_and_metadata(monkeypatch):
     fake = install(monkeypatch)
     first, second = harness_input(2, 600, seed=5), harness_input(3, 400, seed=6)
     submission.custom_kernel(first)
     first_state = fake.calls_to("mla_decode_fwd")[-1].metadata
+    first_buffers = first_state.buffers["work_metadata_ptrs"]
     fake.clear_calls()
     out = submission.custom_kernel(second)
     assert_matches_reference(second, out)
     assert fake.count("get_mla_metadata_info_v1") == len(CANDIDATES)
     assert {c["batch_size"] for c in fake.calls_to("get_mla_metadata_info_v1")} == {3}
-    assert [c["seqlens_kv_indptr"].tolist() for c in fake.calls_to("get_mla_metadata_v1")] == \
-        [[0, 400, 800, 1200]] * len(CANDIDATES)
+    assert {tuple(state.kv_indptr) for state in fake.metadata.values() if state.batch == 3} == {(0, 400, 800, 1200)}
     second_state = fake.calls_to("mla_decode_fwd")[-1].metadata
-    assert second_state is not first_state and second_state.batch == 3
+    assert second_state.buffers["work_metadata_ptrs"] is not first_buffers and second_state.batch == 3
 
-    fake.clear_calls()  # back to the first shape: its plan, its metadata, nothing rebuilt
+    fake.clear_calls()  # back to the first shape: its plan, its buffers; the metadata rebuilt there
     again = harness_input(2, 600, seed=7)
     assert_matches_reference(again, submission.custom_kernel(again))
-    assert fake.count("get_mla_metadata_v1") == 0 and fake.count("get_mla_metadata_info_v1") == 0
-    decodes = fake.calls_to("mla_decode_fwd")
-    assert len(decodes) == 1 and decodes[0].metadata is first_state
+    assert fake.count("get_mla_metadata_info_v1") == 0
+    builds, decodes = fake.calls_to("get_mla_metadata_v1"), fake.calls_to("mla_decode_fwd")
+    assert len(builds) == len(decodes) == 1
+    assert builds[0]["work_metadata_ptrs"] is first_buffers is decodes[0].metadata.buffers["work_metadata_ptrs"]
 
 
-@pytest.mark.parametrize("lengths", [(600, 600), (700, 250, 1000)])
+@pytest.mark.parametrize("lengths", [(600, 600), (700, 260, 1000)])
 def test_every_candidate_matches_the_reference(monkeypatch, lengths):
     fake = install(monkeypatch)
     data = ragged_input(lengths, seed=8)
@@ -431,17 +563,22 @@ def test_on_gfx942_only_split_counts_that_fit_aiters_16_are_offered(monkeypatch)
     verdicts = plan_report(data)
     for kind, splits in offered:
         assert " us ok " in verdicts[f"aiter_{kind}[splits={splits}]"], report
-    assert fake.count("get_mla_metadata_v1") == len(offered)
+    assert fake.count("get_mla_metadata_info_v1") == len(offered)
+    assert {c["max_split_per_batch"] for c in fake.calls_to("get_mla_metadata_v1")} == {16, 32}
 
 
-def test_short_or_ragged_sequences_are_not_offered_to_aiter(monkeypatch):
-    # Under 196 tokens aiter plans 0 splits and divides by it; ragged lengths would make
-    # the plan's metadata stale for a later call of the same shapes with other lengths.
+def test_short_sequences_are_not_offered_to_aiter_and_ragged_ones_are(monkeypatch):
+    # Under 196 tokens aiter plans 0 splits on gfx950 and divides by it (AITER_MIN_KV_LEN
+    # has the rest); ragged lengths are served, as every call rebuilds the metadata.
     install(monkeypatch)
     route = submission.AiterRoute()
-    for lengths in ((100, 100), (600, 250), (700, 900)):
-        assert route.variants(submission.CallShape(ragged_input(lengths, seed=19))) == [], lengths
-    assert len(route.variants(submission.CallShape(ragged_input((600, 600), seed=19)))) == len(CANDIDATES)
+    for lengths in ((100, 100), (600, 255)):
+        shape = submission.CallShape(ragged_input(lengths, seed=19))
+        assert route.variants(shape) == [], lengths
+        with pytest.raises(ValueError, match="needs every sequence >= 256 tokens"):
+            submission.AiterRunner(shape, ragged_input(lengths, seed=19), True, 8)
+    for lengths in ((600, 600), (700, 900), (256, 5000)):
+        assert len(route.variants(submission.CallShape(ragged_input(lengths, seed=19)))) == len(CANDIDATES)
 
 
 # ----------------------------------------------------------------------------- the fake itself
