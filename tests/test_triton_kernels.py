@@ -18,7 +18,7 @@ fp16, as on the GPU: Q (power-of-two scaled) and K, V are exact there, P is roun
 fp16, each weight by at most 2^-11 of itself (normal range) or 2^-25 (subnormal), so
 the output moves by at most p_rounding = (2^-11 + n * 2^-25) * max|V| for n tokens.
 
-The CDNA4 forms (fp8 "e4m3", MXFP4 "scaled" / "scaled_cvt") quantize Q to e4m3 in the
+The CDNA4 forms (fp8 "e4m3", MXFP4 "waves") quantize Q to e4m3 in the
 kernel, with a power-of-two scale per head (amax into [128, 256)): their reference is the
 same attention on that quantized Q (q_e4m3 below, written from the rule, rounding by
 torch's own e4m3 conversion), so the bounds above still hold for the MXFP4 forms, whose
@@ -191,16 +191,23 @@ def test_fp8_matches_fp64_attention(lengths, launch):
 
 
 # The CDNA4 forms on the same lengths, splits and merges, at the tiles they are offered with.
-SCALED_CASES = [(n, dataclasses.replace(launch, form=form)) for (n, launch), form
-                in zip(MXFP4_CASES, ["scaled", "scaled_cvt"] * 3)]
+# The MXFP4 "waves" form: 32 tokens a group, so block_n 128 is 4 groups (4 waves), 64 two
+# and 32 one; with hw_convert (gfx950's convert instruction) the interpreter decodes by
+# bit operations all the same, but the launch's plumbing is exercised.
+WAVES_CASES = [(n, dataclasses.replace(launch, form="waves", block_n=bn, hw_convert=cvt))
+               for (n, launch), bn, cvt in zip(MXFP4_CASES, [128, 128, 64, 128, 32, 128],
+                                               [False, True, False, True, False, True])]
+WAVES_CASES += [([1, 64, 31], L(2, 128, 4, 2, True, form="waves")), ([300, 0, 1], L(3, 128, 4, 1, form="waves"))]
 E4M3_CASES = [(n, dataclasses.replace(launch, form="e4m3", block_n=bn, num_stages=1))
               for (n, launch), bn in zip(FP8_CASES, [64, 32, 64, 32, 64, 32])]
 
 
-@pytest.mark.parametrize("lengths,launch", SCALED_CASES)
-def test_mxfp4_scaled_forms_match_fp64_attention_on_e4m3_q(lengths, launch):
-    """dot_scaled is emulated under the interpreter (decode + fp32 dot), and scaled_cvt's
-    hardware convert by the bit decode; everything but Q's e4m3 rounding is exact."""
+@pytest.mark.parametrize("lengths,launch", WAVES_CASES)
+def test_mxfp4_waves_form_matches_fp64_attention_on_e4m3_q(lengths, launch):
+    """dot_scaled is emulated under the interpreter (decode + fp32 dot), and the
+    hardware convert by the bit decode; everything but Q's e4m3 rounding is exact.
+    Splits of one group or several, sequences shorter than a group, groups whose rows
+    are all past a split's end, an empty sequence, padded scales (row stride 24)."""
     gen = torch.Generator().manual_seed(sum(lengths) + launch.num_splits)
     qo, kv_indptr = make_indptr(lengths)
     buf, scales = make_mxfp4(int(kv_indptr[-1]), 122, 130, padded=launch.num_splits % 2 == 0, gen=gen)
@@ -433,7 +440,7 @@ def test_launch_candidates():
             cands = sub.triton_launch_candidates(fmt, batch, length, 132)
             assert cands and len(cands) <= 7 and len(set(cands)) == len(cands)
             for c in cands:
-                assert 1 <= c.num_splits <= 64 and c.block_n in (32, 64) and c.num_warps in (4, 8)
+                assert 1 <= c.num_splits <= 64 and c.block_n in (32, 64, 128) and c.num_warps in (4, 8)
                 assert c.num_splits == 1 or length // c.num_splits >= 64
     with pytest.raises(ValueError):
         sub.triton_launch_candidates("bf16", 4, 1024, 132)
@@ -442,10 +449,13 @@ def test_launch_candidates():
 def test_launch_candidates_on_gfx950():
     """The MI355X gets only the CDNA4 forms (the others run at one wave a SIMD there, see
     bench/gfx950_report.py), with the AMD occupancy hint; 256 CUs set the splits."""
-    for fmt, form in (("fp8", "e4m3"), ("mxfp4", "scaled_cvt")):
+    for fmt, form in (("fp8", "e4m3"), ("mxfp4", "waves")):
         for (batch, length) in MEASURED_BEST:
             cands = sub.triton_launch_candidates(fmt, batch, length, 256, "gfx950")
             assert {c.form for c in cands} == {form} and all(c.waves_per_eu >= 2 for c in cands)
+            # gfx950's convert instruction for the MXFP4 form there, and nowhere else
+            assert all(c.hw_convert == (fmt == "mxfp4") for c in cands)
+            assert not any(c.hw_convert for c in sub.triton_launch_candidates(fmt, batch, length, 132, "sm_90"))
             assert cands[0].num_splits == min(64, max(1, 512 // batch), length // 64)
 
 
