@@ -540,7 +540,7 @@ def _attend_mxfp4_bf16(q_nope, q_pe, kv_ptr, sc_ptr, lo, hi, qk_scale, stride_kv
     return acc, m_i, l_i
 
 
-_TL_V_CHUNK = tl.constexpr(128)  # V's columns decoded at a time
+_TL_V_CHUNK = tl.constexpr(64)  # V's columns decoded at a time
 _TL_GROUP_TOKENS = tl.constexpr(32)  # tokens a wave owns in each tile of the "waves" form (16 spill)
 # Score of rows past a split's end: finite, so a group whose rows are all past the end
 # keeps a finite running max (-inf - -inf would be NaN) and weighs nothing at the merge.
@@ -614,46 +614,66 @@ def _decode_e2m1_words(words, scales, OUT_DTYPE: tl.constexpr, HW_CONVERT: tl.co
 
 
 @triton.jit
-def _wave_scores(codes, scales, q_t, q_inverse, k_pe, q_pe_t, EMULATE: tl.constexpr):
-    # Scores of the tile's rows (tokens as M) against the 16 heads: (rows, 16). The 512
-    # nope dims by tl.dot_scaled (e2m1 codes (rows, 256) with their e8m0 scales (rows,
-    # 16), e4m3 Q^T with a power-of-two scale per head, undone by q_inverse); the 64 rope
-    # dims exactly, decoded K against bf16 Q. Under the interpreter, which cannot run
-    # dot_scaled, the same product over the decoded values in fp32.
+def _score_part(acc, row_codes, row_scales, stride_sc, q_t, PART: tl.constexpr, EMULATE: tl.constexpr):
+    # acc (rows, 16) + K.Q^T over the nope dims 128 * PART onwards, tokens as M: the
+    # tile's e2m1 codes (rows, 64 bytes) with their e8m0 scales (rows, 4) by
+    # tl.dot_scaled against e4m3 Q^T (128, 16). A quarter at a time: the whole 512 dims
+    # at once spilled on gfx950. Under the interpreter, which cannot run dot_scaled, the
+    # same product over the decoded values in fp32.
+    scales = tl.load(row_scales + (tl.arange(0, _TL_NOPE // 128) + PART * _TL_NOPE // 128)[None, :] * stride_sc)
     if EMULATE:
-        words = codes.to(tl.uint32).reshape(codes.shape[0], codes.shape[1] // 4, 4)
-        words = tl.sum(words << (tl.arange(0, 4) * 8)[None, None, :], 2)
+        row_words = row_codes.to(tl.pointer_type(tl.uint32))
+        words = tl.load(row_words + (tl.arange(0, _TL_NOPE // 32) + PART * _TL_NOPE // 32)[None, :])
         k = _decode_e2m1_words(words, scales, tl.float32, False)
-        s = tl.dot(k, q_t.to(tl.float32))
+        return tl.dot(k, q_t.to(tl.float32), acc=acc)
     else:
-        s = tl.dot_scaled(codes, scales, "e2m1", q_t, None, "e4m3")
-    return tl.dot(k_pe, q_pe_t, acc=s * q_inverse[None, :])
+        codes = tl.load(row_codes + (tl.arange(0, _TL_NOPE // 8) + PART * _TL_NOPE // 8)[None, :])
+        return tl.dot_scaled(codes, scales, "e2m1", q_t, None, "e4m3", acc=acc)
 
 
 @triton.jit
-def _wave_values(acc, p, row_words, row_scales, stride_sc, CHUNK: tl.constexpr, DOT_DTYPE: tl.constexpr,
-                 HW_CONVERT: tl.constexpr):
-    # acc (G, 16, _TL_V_CHUNK) += P (G, 16, 32) . V over V's columns CHUNK * _TL_V_CHUNK
-    # onwards, decoded from 4-byte words (8 columns a word, 32 a scale).
+def _value_part(acc, alpha, p, row_words, row_scales, stride_sc, CHUNK: tl.constexpr, DOT_DTYPE: tl.constexpr,
+                HW_CONVERT: tl.constexpr):
+    # acc (G, 16, _TL_V_CHUNK) * alpha + P (G, 16, 32) . V over V's columns from
+    # CHUNK * _TL_V_CHUNK, decoded from 4-byte words (8 columns a word, 32 a scale). A
+    # chunk at a time: the decoded tile takes fewer registers (128 columns and more
+    # spilled on gfx950) and less LDS on its way to the MFMA.
     words = tl.load(row_words + (tl.arange(0, _TL_V_CHUNK // 8) + CHUNK * _TL_V_CHUNK // 8)[None, :],
                     cache_modifier=".cg")
     scales = tl.load(row_scales + (tl.arange(0, _TL_V_CHUNK // 32) + CHUNK * _TL_V_CHUNK // 32)[None, :] * stride_sc)
     v = _decode_e2m1_words(words, scales, DOT_DTYPE, HW_CONVERT)
-    return tl.dot(p, v.reshape(p.shape[0], p.shape[2], _TL_V_CHUNK), acc=acc)
+    return tl.dot(p, v.reshape(p.shape[0], p.shape[2], _TL_V_CHUNK), acc=acc * alpha[:, :, None])
 
 
 @triton.jit
-def _merge_groups(acc, m_i, l_i):
-    # The log-sum-exp merge of the G groups' partials (acc (G, 16, C), running max and
-    # sum (G, 16)) into one (acc (16, C), max, sum (16,)): each group weighs
-    # exp2(m_g - max). Summed by halving along a trailing axis of size 2 (tl.split):
-    # a reduction across waves written as tl.sum lowers element by element.
-    GROUPS: tl.constexpr = acc.shape[0]
-    COLUMNS: tl.constexpr = acc.shape[2]
+def _quarters(x):
+    # x (4 * n, c) -> its four row blocks (n, c), in order.
+    N: tl.constexpr = x.shape[0] // 4
+    C: tl.constexpr = x.shape[1]
+    first, second = tl.split(tl.permute(x.reshape(2, 2 * N, C), (1, 2, 0)))
+    x0, x1 = tl.split(tl.permute(first.reshape(2, N, C), (1, 2, 0)))
+    x2, x3 = tl.split(tl.permute(second.reshape(2, N, C), (1, 2, 0)))
+    return x0, x1, x2, x3
+
+
+@triton.jit
+def _group_weights(m_i, l_i):
+    # The log-sum-exp merge of G groups' running maxima and sums (G, 16): each group's
+    # weight exp2(m_g - max) (G, 16), and the merged max and sum (16,). A group whose
+    # rows were all past the end holds _TL_MASKED_SCORE and weighs 0.
     m = tl.max(m_i, 0)
     m = tl.where(m == float("-inf"), 0.0, m)  # no tokens at all: every weight 0
     w = tl.math.exp2(m_i - m[None, :])
-    l_sum = tl.sum(w * l_i, 0)
+    return w, m, tl.sum(w * l_i, 0)
+
+
+@triton.jit
+def _sum_groups(acc, w):
+    # sum over g of w[g] * acc[g]: (G, 16, C) -> (16, C). Halving along a trailing axis
+    # of size 2 (tl.split): a reduction across waves written as tl.sum lowers element by
+    # element.
+    GROUPS: tl.constexpr = acc.shape[0]
+    COLUMNS: tl.constexpr = acc.shape[2]
     x = tl.permute(acc * w[:, :, None], (1, 2, 0))
     if GROUPS == 8:
         a, b = tl.split(x.reshape(_TL_HEADS, COLUMNS, 4, 2))
@@ -666,7 +686,7 @@ def _merge_groups(acc, m_i, l_i):
         x = a + b
     else:
         x = x.reshape(_TL_HEADS, COLUMNS)
-    return x, m, l_sum
+    return x
 
 
 @triton.jit
@@ -675,7 +695,7 @@ def _attend_mxfp4_waves(q_nope, q_pe, kv_ptr, sc_ptr, lo, hi, qk_scale, stride_k
     # Each wave owns its own tokens: a tile of BLOCK_N rows is G = BLOCK_N / 32 groups of
     # 32 consecutive rows, one group a wave (the launch's num_warps = G), so no wave
     # repeats another's scores or decode. Scores come tokens-as-M from dot_scaled
-    # (_wave_scores), viewed as (G, 16, 32); the online softmax runs per (group, head)
+    # (_score_part), viewed as (G, 16, 32); the online softmax runs per (group, head)
     # with nothing crossing waves in the loop; O (G, 16, 512) += P.V per group, V decoded
     # from 4-byte words in column order. The G partials are merged once, after the loop.
     GROUPS: tl.constexpr = BLOCK_N // _TL_GROUP_TOKENS
@@ -683,16 +703,19 @@ def _attend_mxfp4_waves(q_nope, q_pe, kv_ptr, sc_ptr, lo, hi, qk_scale, stride_k
     CONVERT: tl.constexpr = HW_CONVERT and not EMULATE  # the interpreter runs no assembly
     qn = q_nope.to(tl.float32)
     q_scale, q_inverse = _head_e4m3_scale(tl.max(tl.abs(qn), 1))
-    q_t = tl.trans(_to_e4m3(qn * q_scale[:, None], EMULATE))
+    q_t0, q_t1, q_t2, q_t3 = _quarters(tl.trans(_to_e4m3(qn * q_scale[:, None], EMULATE)))
     q_pe_t = tl.trans(q_pe.to(DOT_DTYPE))
     m_i = tl.full([GROUPS, _TL_HEADS], float("-inf"), tl.float32)
     l_i = tl.zeros([GROUPS, _TL_HEADS], tl.float32)
-    # O in four accumulators of 128 columns (V decoded a quarter at a time: fewer live
-    # registers, less LDS for the decoded tile's way to the MFMA).
+    # O in eight accumulators of 64 columns (_value_part).
     acc0 = tl.zeros([GROUPS, _TL_HEADS, _TL_V_CHUNK], tl.float32)
     acc1 = tl.zeros([GROUPS, _TL_HEADS, _TL_V_CHUNK], tl.float32)
     acc2 = tl.zeros([GROUPS, _TL_HEADS, _TL_V_CHUNK], tl.float32)
     acc3 = tl.zeros([GROUPS, _TL_HEADS, _TL_V_CHUNK], tl.float32)
+    acc4 = tl.zeros([GROUPS, _TL_HEADS, _TL_V_CHUNK], tl.float32)
+    acc5 = tl.zeros([GROUPS, _TL_HEADS, _TL_V_CHUNK], tl.float32)
+    acc6 = tl.zeros([GROUPS, _TL_HEADS, _TL_V_CHUNK], tl.float32)
+    acc7 = tl.zeros([GROUPS, _TL_HEADS, _TL_V_CHUNK], tl.float32)
     for start in range(lo, hi, BLOCK_N):
         # Rows past hi repeat row hi - 1 (loads need no predicate) and score _TL_MASKED_SCORE.
         row_ok = start + tl.arange(0, BLOCK_N) < hi
@@ -700,12 +723,16 @@ def _attend_mxfp4_waves(q_nope, q_pe, kv_ptr, sc_ptr, lo, hi, qk_scale, stride_k
         row_codes = kv_ptr + rows[:, None] * stride_kv
         row_words = row_codes.to(tl.pointer_type(tl.uint32))  # _mxfp4_operands checks alignment
         row_scales = sc_ptr + rows[:, None] * stride_sr
-        codes = tl.load(row_codes + tl.arange(0, _TL_NOPE // 2)[None, :])
-        scales = tl.load(row_scales + tl.arange(0, _TL_NOPE // 32)[None, :] * stride_sc)
         pe_scales = tl.load(row_scales + (tl.arange(0, _TL_ROPE // 32) + _TL_NOPE // 32)[None, :] * stride_sc)
         pe_words = tl.load(row_words + (tl.arange(0, _TL_ROPE // 8) + _TL_NOPE // 8)[None, :])
         k_pe = _decode_e2m1_words(pe_words, pe_scales, DOT_DTYPE, CONVERT)
-        s = _wave_scores(codes, scales, q_t, q_inverse, k_pe, q_pe_t, EMULATE)
+        s = tl.zeros([BLOCK_N, _TL_HEADS], tl.float32)
+        s = _score_part(s, row_codes, row_scales, stride_sc, q_t0, 0, EMULATE)
+        s = _score_part(s, row_codes, row_scales, stride_sc, q_t1, 1, EMULATE)
+        s = _score_part(s, row_codes, row_scales, stride_sc, q_t2, 2, EMULATE)
+        s = _score_part(s, row_codes, row_scales, stride_sc, q_t3, 3, EMULATE)
+        # the rope dims exactly: decoded K against bf16 Q
+        s = tl.dot(k_pe, q_pe_t, acc=s * q_inverse[None, :])
         s = tl.where(row_ok[:, None], s * qk_scale, _TL_MASKED_SCORE)  # log2 domain
         s = tl.permute(s.reshape(GROUPS, _TL_GROUP_TOKENS, _TL_HEADS), (0, 2, 1))
         m_new = tl.maximum(m_i, tl.max(s, 2))
@@ -714,17 +741,22 @@ def _attend_mxfp4_waves(q_nope, q_pe, kv_ptr, sc_ptr, lo, hi, qk_scale, stride_k
         l_i = l_i * alpha + tl.sum(p, 2)
         m_i = m_new
         p = p.to(DOT_DTYPE)
-        acc0 = _wave_values(acc0 * alpha[:, :, None], p, row_words, row_scales, stride_sc, 0, DOT_DTYPE, CONVERT)
-        acc1 = _wave_values(acc1 * alpha[:, :, None], p, row_words, row_scales, stride_sc, 1, DOT_DTYPE, CONVERT)
-        acc2 = _wave_values(acc2 * alpha[:, :, None], p, row_words, row_scales, stride_sc, 2, DOT_DTYPE, CONVERT)
-        acc3 = _wave_values(acc3 * alpha[:, :, None], p, row_words, row_scales, stride_sc, 3, DOT_DTYPE, CONVERT)
-    o0, m, l_sum = _merge_groups(acc0, m_i, l_i)
-    o1, m, l_sum = _merge_groups(acc1, m_i, l_i)
-    o2, m, l_sum = _merge_groups(acc2, m_i, l_i)
-    o3, m, l_sum = _merge_groups(acc3, m_i, l_i)
-    # Column chunks side by side: the chunk index joined last is minor, so it is moved
-    # in front of the columns before the reshape.
-    o = tl.permute(tl.join(tl.join(o0, o2), tl.join(o1, o3)), (0, 2, 3, 1)).reshape(_TL_HEADS, _TL_NOPE)
+        acc0 = _value_part(acc0, alpha, p, row_words, row_scales, stride_sc, 0, DOT_DTYPE, CONVERT)
+        acc1 = _value_part(acc1, alpha, p, row_words, row_scales, stride_sc, 1, DOT_DTYPE, CONVERT)
+        acc2 = _value_part(acc2, alpha, p, row_words, row_scales, stride_sc, 2, DOT_DTYPE, CONVERT)
+        acc3 = _value_part(acc3, alpha, p, row_words, row_scales, stride_sc, 3, DOT_DTYPE, CONVERT)
+        acc4 = _value_part(acc4, alpha, p, row_words, row_scales, stride_sc, 4, DOT_DTYPE, CONVERT)
+        acc5 = _value_part(acc5, alpha, p, row_words, row_scales, stride_sc, 5, DOT_DTYPE, CONVERT)
+        acc6 = _value_part(acc6, alpha, p, row_words, row_scales, stride_sc, 6, DOT_DTYPE, CONVERT)
+        acc7 = _value_part(acc7, alpha, p, row_words, row_scales, stride_sc, 7, DOT_DTYPE, CONVERT)
+    # The groups' partials merged once, a chunk at a time. Then the chunks side by side:
+    # the innermost joins pair chunks 4 apart, the next 2 apart, the outermost 1 apart, so
+    # with those three new axes moved in front of the columns, chunk c sits at c * 64.
+    w, m, l_sum = _group_weights(m_i, l_i)
+    o0, o1, o2, o3 = _sum_groups(acc0, w), _sum_groups(acc1, w), _sum_groups(acc2, w), _sum_groups(acc3, w)
+    o4, o5, o6, o7 = _sum_groups(acc4, w), _sum_groups(acc5, w), _sum_groups(acc6, w), _sum_groups(acc7, w)
+    o = tl.join(tl.join(tl.join(o0, o4), tl.join(o2, o6)), tl.join(tl.join(o1, o5), tl.join(o3, o7)))
+    o = tl.permute(o, (0, 2, 3, 4, 1)).reshape(_TL_HEADS, _TL_NOPE)
     return o, m, l_sum
 
 
