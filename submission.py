@@ -31,7 +31,8 @@ import triton.language as tl
 # Each (format, form) is one _attend_* function: what the two products multiply in.
 #   fp8   f16     e4m3 K/V widened to fp16 (exact), Q scaled into fp16's range per head:
 #                 the H200's fastest (results/2026-11-29-h200-fp16-operands).
-#   fp8   e4m3    fp8 x fp8 (CDNA4's native MFMA): Q to e4m3 per head, P * 2^8 to e4m3.
+#   fp8   e4m3_waves  fp8 x fp8 (CDNA4's native MFMA): Q to e4m3 per head, P * 2^8 to
+#                 e4m3; each wave owns its own tokens (a wave form, below).
 #   mxfp4 bf16    K/V decoded to bf16 in registers, one decode for both products.
 #   mxfp4 waves   each wave owns its own tokens: Q.K^T over the 512 nope dims by
 #                 tl.dot_scaled (e4m3 Q x e2m1 K with the cache's e8m0 scales: CDNA4's
@@ -43,6 +44,10 @@ import triton.language as tl
 # the interpreter lacks or gets wrong is computed another way, exactly for fp8 rounding,
 # dot_scaled (decode + fp32 dot) and the gfx950 convert (bit operations), and in fp32
 # for bf16 dots (more precise than bf16; tests/test_gpu_emulation.py compares on a GPU).
+# Wave forms (_WAVE_FORMS): a tile is WAVE_GROUPS = num_warps groups of rows, the products
+# are 3-D dots batched over the groups, which Triton lays on the waves (warpsPerCTA
+# [G, 1, 1]): no wave repeats another's products; each group keeps its own softmax state
+# and the groups are merged once after the loop (_merge_groups).
 # bench/gfx950_report.py compiles every form for the MI355X and reads its ISA.
 import dataclasses
 
@@ -75,7 +80,9 @@ _TL_NOPE = tl.constexpr(512)
 _TL_ROPE = tl.constexpr(64)
 
 # The forms of each format's kernel (see above); the first is the portable default.
-KERNEL_FORMS = {"fp8": ("f16", "e4m3"), "mxfp4": ("bf16", "waves")}
+KERNEL_FORMS = {"fp8": ("f16", "e4m3_waves"), "mxfp4": ("bf16", "waves")}
+# The forms whose tile is num_warps token groups, one a wave (see above).
+_WAVE_FORMS = {"fp8_e4m3_waves", "mxfp4_waves", "mxfp4_waves_cvt"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -112,7 +119,7 @@ def _pow2_floor(n: int) -> int:
 _FORM_TILES = {
     ("fp8", "f16"): [(32, 4, 3, 0), (64, 8, 3, 0)],
     ("mxfp4", "bf16"): [(32, 4, 1, 0), (64, 8, 1, 0)],
-    ("fp8", "e4m3"): [(64, 4, 1, 2), (32, 4, 1, 3)],
+    ("fp8", "e4m3_waves"): [(128, 4, 1, 2)],
     ("mxfp4", "waves"): [(128, 4, 1, 2)],
 }
 _IDLE_SM_FORMS = {("fp8", "f16"), ("mxfp4", "bf16")}
@@ -121,8 +128,8 @@ _CONVERT_FORMS = {"waves"}  # forms that take gfx950's convert instruction there
 # The CDNA4 forms are extra candidates elsewhere too (Triton lowers fp8 dots and
 # dot_scaled everywhere); gfx950's convert instruction exists only there.
 _ARCH_FORMS = {
-    "gfx950": {"fp8": ("e4m3",), "mxfp4": ("waves",)},
-    "": {"fp8": ("f16", "e4m3"), "mxfp4": ("bf16", "waves")},
+    "gfx950": {"fp8": ("e4m3_waves",), "mxfp4": ("waves",)},
+    "": {"fp8": ("f16", "e4m3_waves"), "mxfp4": ("bf16", "waves")},
 }
 
 
@@ -131,24 +138,38 @@ def triton_launch_candidates(kv_format: str, batch: int, max_kv_len: int, num_sm
     """A short list for the autopick to time on a device of `num_sms` SMs / CUs and
     architecture `arch` (e.g. "sm_90", "gfx950"; "" when unknown); the first is the default.
 
-    Splits: as many as fill the device twice over (two 4-warp programs an SM or CU), but
-    at least 64 tokens a split. The leading form gets its tiles at those splits, then its
-    first tile at half / double the splits, then the first and the first neighbour again
-    with the in-kernel combine; every other form offered on the architecture gets its
-    first tile at the leading splits. A forced `form` is offered alone, on any device."""
+    Splits, elsewhere: as many as fill the device twice over (two 4-warp programs an SM),
+    but at least 64 tokens a split (results/2026-11-29-h200-combine-kernel).
+    Splits on gfx950 (_fill_once_splits): the fewest that give every CU a program, but at
+    least one whole tile a split. Each split beyond one costs instructions outside the
+    loop in every program (Q's load and e4m3 conversion, the merge of the wave groups,
+    the partial's store) and a combine; a program that holds a whole CU's SIMDs (4
+    waves) needs no second one beside it to occupy the CU, so the splits stop once
+    batch x splits reaches the CU count, and a split shorter than a tile would only run
+    that outside-the-loop work over rows it masks. The twice-as-many splits follow as a
+    candidate (two programs a CU), timed by the autopick.
+    The leading form gets its tiles at those splits, then its first tile at half / double
+    the splits, then the first and the first neighbour again with the in-kernel combine;
+    every other form offered on the architecture gets its first tile at the leading
+    splits. A forced `form` is offered alone, on any device."""
     if kv_format not in KERNEL_FORMS:
         raise ValueError(f"no Triton kernel for kv_format {kv_format!r}")
     if form:
         _check_form(kv_format, form)
     batch, max_kv_len, num_sms = max(batch, 1), max(max_kv_len, 1), max(num_sms, 1)
     forms = (form,) if form else _ARCH_FORMS.get(arch, _ARCH_FORMS[""])[kv_format]
-    splits = _pow2_floor(min(2 * num_sms // batch, 64, max(max_kv_len // 64, 1)))
     tiles = _FORM_TILES[(kv_format, forms[0])]
+    if arch in _FILL_ONCE_ARCHS:
+        min_split_tokens = tiles[0][0]
+        splits = _fill_once_splits(batch, max_kv_len, num_sms, min_split_tokens)
+    else:
+        min_split_tokens = 64
+        splits = _pow2_floor(min(2 * num_sms // batch, 64, max(max_kv_len // 64, 1)))
     if batch * splits < num_sms and (kv_format, forms[0]) in _IDLE_SM_FORMS:
         tiles = tiles[::-1]
     lead = [_launch(splits, tile, forms[0], arch) for tile in tiles]
     for other in (splits // 2, splits * 2):
-        if 1 <= other <= 64 and other <= max(max_kv_len // 64, 1):
+        if 1 <= other <= 64 and other <= max(max_kv_len // min_split_tokens, 1):
             lead.append(_launch(other, tiles[0], forms[0], arch))
     # One launch instead of two: the merge is slower, but the device waits for no second
     # launch, which can decide where it has little to do.
@@ -156,6 +177,17 @@ def triton_launch_candidates(kv_format: str, batch: int, max_kv_len: int, num_sm
                  if launch.num_splits > 1]
     others = [_launch(splits, _FORM_TILES[(kv_format, form)][0], form, arch) for form in forms[1:]]
     return lead + in_kernel + others
+
+
+# Architectures whose splits fill each CU once (triton_launch_candidates).
+_FILL_ONCE_ARCHS = {"gfx950"}
+
+
+def _fill_once_splits(batch: int, max_kv_len: int, num_cus: int, min_split_tokens: int) -> int:
+    """The fewest splits (a power of two, at most 64) with batch x splits >= num_cus, but
+    no more than leave each split min_split_tokens tokens of the longest sequence."""
+    fill = 1 << max(0, (-(-num_cus // batch) - 1).bit_length())
+    return max(1, min(fill, 64, _pow2_floor(max_kv_len // min_split_tokens)))
 
 
 def _launch(splits: int, tile: tuple, form: str, arch: str) -> TritonLaunch:
@@ -239,11 +271,22 @@ def decode_tails(q, kv, kv_scale, kv_format: str, sm_scale: float, scratch, laun
     decode = (scratch.part_o, scratch.part_lse, scratch.counters,
               sm_scale * _LOG2E, q.shape[0], kv.shape[0], splits,
               q.stride(0), q.stride(1), kv.stride(0), stride_sr, stride_sc, 16 * 512, 512,
-              form, splits > 1, launch.combine_in_kernel, launch.block_n, _INTERPRETED)
+              form, splits > 1, launch.combine_in_kernel, launch.block_n, _wave_groups(form, launch), _INTERPRETED)
     if splits == 1 or launch.combine_in_kernel:
         return decode, None
     return decode, (scratch.part_o, scratch.part_lse, q.shape[0], splits, 16 * 512, 512,
                     triton.next_power_of_2(splits), _combine_columns(splits))
+
+
+def _wave_groups(form: str, launch) -> int:
+    """The decode kernel's WAVE_GROUPS: num_warps for a wave form (each group at least 16
+    rows, the smallest MFMA side), 1 for the others."""
+    if form not in _WAVE_FORMS:
+        return 1
+    if launch.block_n % launch.num_warps or launch.block_n // launch.num_warps < 16:
+        raise ValueError(f"the form {form} needs block_n a multiple of 16 x num_warps "
+                         f"(got block_n {launch.block_n}, num_warps {launch.num_warps})")
+    return launch.num_warps
 
 
 def _combine_columns(splits: int) -> int:
@@ -490,30 +533,150 @@ def _head_e4m3_scale(amax):
 
 
 @triton.jit
-def _attend_fp8_e4m3(q_nope, q_pe, kv_ptr, kv_scale_ptr, lo, hi, qk_scale, stride_kv, BLOCK_N: tl.constexpr,
-                     EMULATE: tl.constexpr):
-    # As _attend_fp8_f16, multiplying fp8 by fp8: Q in e4m3 with a power-of-two scale per
-    # head (its inverse goes on the scores), P * 2^8 in e4m3 (P <= 1: the factor keeps
-    # small probabilities out of e4m3's subnormals; it comes off the output at the end).
+def _empty_group_state(GROUPS: tl.constexpr, COLUMNS: tl.constexpr):
+    # _empty_softmax_state for each of GROUPS token groups: ([G, 16], [G, 16], [G, 16, COLUMNS]).
+    return (tl.full([GROUPS, _TL_HEADS], float("-inf"), tl.float32), tl.zeros([GROUPS, _TL_HEADS], tl.float32),
+            tl.zeros([GROUPS, _TL_HEADS, COLUMNS], tl.float32))
+
+
+@triton.jit
+def _group_softmax_step(s, m_i, l_i):
+    # _online_softmax_step per (group, head): s [G, 16, T] (-inf where masked). A group
+    # can have no valid row yet (all its rows past the split's end): its max stays -inf
+    # and is subtracted as 0, so its probabilities and factor are 0, not inf - inf = NaN.
+    m_new = tl.maximum(m_i, tl.max(s, 2))
+    m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
+    alpha = tl.math.exp2(m_i - m_safe)
+    p = tl.math.exp2(s - m_safe[:, :, None])
+    return p, alpha, m_new, l_i * alpha + tl.sum(p, 2)
+
+
+@triton.jit
+def _group_merge_weights(m_i, l_i):
+    # The G token groups' softmax states (m_i, l_i [G, 16], log2 domain) -> each group's
+    # weight in the merge [G, 16] (0 for a group that saw no valid row), and the merged
+    # (m [16], l [16]). Reductions over 16 values a group: cheap even across the waves.
+    m = tl.max(m_i, 0)
+    w = tl.math.exp2(m_i - tl.where(m == float("-inf"), 0.0, m)[None, :])
+    return w, m, tl.sum(l_i * w, 0)
+
+
+@triton.jit
+def _sum_groups(x):
+    # x [G, 16, C] summed over the groups -> [16, C]: the groups to the last axis, then
+    # halved pairwise by tl.split. Written as tl.sum over the group axis, it compiled
+    # element by element (~4.5K instructions a wave on gfx950).
+    GROUPS: tl.constexpr = x.shape[0]
+    HEADS: tl.constexpr = x.shape[1]
+    COLUMNS: tl.constexpr = x.shape[2]
+    tl.static_assert(GROUPS == 1 or GROUPS == 2 or GROUPS == 4 or GROUPS == 8)
+    x = tl.permute(x, (1, 2, 0))
+    if GROUPS >= 8:
+        a, b = tl.split(x.reshape(HEADS, COLUMNS, 4, 2))
+        x = a + b
+    if GROUPS >= 4:
+        a, b = tl.split(x.reshape(HEADS, COLUMNS, 2, 2))
+        x = a + b
+    if GROUPS >= 2:
+        a, b = tl.split(x.reshape(HEADS, COLUMNS, 1, 2))
+        x = a + b
+    return x.reshape(HEADS, COLUMNS)
+
+
+@triton.jit
+def _merge_groups(acc, m_i, l_i):
+    # The G groups' states (acc [G, 16, C], m_i, l_i [G, 16]) -> one (acc [16, C], m [16],
+    # l [16]), unnormalized, by log-sum-exp.
+    w, m, l = _group_merge_weights(m_i, l_i)
+    return _sum_groups(acc * w[:, :, None]), m, l
+
+
+@triton.jit
+def _group_tile_rows(start, hi, stride, GROUPS: tl.constexpr, TOKENS: tl.constexpr):
+    # A tile of GROUPS x TOKENS rows from `start`, group g owning rows g*T .. g*T + T - 1:
+    # each row's offset from row `start` ([G, T], elements) and whether it is before `hi`.
+    # Rows at or past `hi` repeat row hi - 1 (as _fp8_tile_rows: the loads need no
+    # predicates and stay in the buffer). rows * stride does not depend on the tile, so
+    # the compiler keeps it out of the loop; a tile costs one minimum and one compare.
+    rows = tl.arange(0, GROUPS)[:, None] * TOKENS + tl.arange(0, TOKENS)[None, :]
+    return tl.minimum(rows * stride, (hi - 1 - start) * stride), rows < hi - start
+
+
+@triton.jit
+def _column_quarters(x):
+    # x [R, C] -> its four column blocks [R, C / 4], left to right.
+    ROWS: tl.constexpr = x.shape[0]
+    QUARTER: tl.constexpr = x.shape[1] // 4
+    halves = tl.permute(x.reshape(ROWS, 2, 2, QUARTER), (0, 3, 2, 1))  # [r, c, b, a]: column a*2Q + b*Q + c
+    left, right = tl.split(halves)  # a = 0, 1
+    q0, q1 = tl.split(left)  # b = 0, 1
+    q2, q3 = tl.split(right)
+    return q0, q1, q2, q3
+
+
+@triton.jit
+def _join_column_quarters(q0, q1, q2, q3):
+    # The inverse of _column_quarters: four [R, Q] column blocks -> [R, 4Q].
+    ROWS: tl.constexpr = q0.shape[0]
+    QUARTER: tl.constexpr = q0.shape[1]
+    halves = tl.join(tl.join(q0, q1), tl.join(q2, q3))  # [r, c, b, a]
+    return tl.permute(halves, (0, 3, 2, 1)).reshape(ROWS, 4 * QUARTER)
+
+
+@triton.jit
+def _group_broadcast(x, GROUPS: tl.constexpr):
+    return tl.broadcast_to(x[None, :, :], (GROUPS, x.shape[0], x.shape[1]))
+
+
+@triton.jit
+def _attend_fp8_e4m3_waves(q_nope, q_pe, kv_ptr, kv_scale_ptr, lo, hi, qk_scale, stride_kv, BLOCK_N: tl.constexpr,
+                           GROUPS: tl.constexpr, EMULATE: tl.constexpr):
+    # fp8 x fp8 with each wave owning its own tokens: a tile of BLOCK_N rows is GROUPS
+    # groups of T rows, and every product is a batched 3-D dot whose batch dimension
+    # (the group) lands on the waves (GROUPS = num_warps), so no wave repeats another's
+    # Q.K^T. Each (group, head) keeps its own online softmax over its tokens (no traffic
+    # between waves in the loop); the groups are merged once at the end. The operands
+    # are fp8 x fp8: Q in e4m3 with a power-of-two scale per head (its inverse goes on
+    # the scores), P * 2^8 in e4m3 (P <= 1: the factor keeps small probabilities out of
+    # e4m3's subnormals; it comes off the output at the end). Q.K^T runs over 128-column
+    # chunks of K (and the 64 rope columns), each loaded just before its product, so a
+    # wave holds one chunk of its rows at a time, not the whole tile.
+    TOKENS: tl.constexpr = BLOCK_N // GROUPS
+    CHUNK: tl.constexpr = _TL_NOPE // 4
     qn = q_nope.to(tl.float32)
     qp = q_pe.to(tl.float32)
     q_scale, q_inverse = _head_e4m3_scale(tl.maximum(tl.max(tl.abs(qn), 1), tl.max(tl.abs(qp), 1)))
-    q_nope = _to_e4m3(qn * q_scale[:, None], EMULATE)
-    q_pe = _to_e4m3(qp * q_scale[:, None], EMULATE)
+    q0, q1, q2, q3 = _column_quarters(_to_e4m3(qn * q_scale[:, None], EMULATE))
+    q0, q1 = _group_broadcast(q0, GROUPS), _group_broadcast(q1, GROUPS)
+    q2, q3 = _group_broadcast(q2, GROUPS), _group_broadcast(q3, GROUPS)
+    q_pe = _group_broadcast(_to_e4m3(qp * q_scale[:, None], EMULATE), GROUPS)
     kv_scale = tl.load(kv_scale_ptr)
     score_scale = qk_scale * kv_scale
-    m_i, l_i, acc = _empty_softmax_state(_TL_NOPE)
+    m_i, l_i, acc0 = _empty_group_state(GROUPS, CHUNK)
+    acc1, acc2, acc3 = tl.zeros_like(acc0), tl.zeros_like(acc0), tl.zeros_like(acc0)
+    cols = tl.arange(0, CHUNK)[None, None, :]
     for start in range(lo, hi, BLOCK_N):
-        row_ok = start + tl.arange(0, BLOCK_N) < hi
-        tile_rows = _fp8_tile_rows(kv_ptr, start, hi, stride_kv, BLOCK_N)
-        k_nope = tl.load(tile_rows + tl.arange(0, _TL_NOPE)[None, :])
-        k_pe = tl.load(tile_rows + _TL_NOPE + tl.arange(0, _TL_ROPE)[None, :])
-        s = tl.dot(q_pe, tl.trans(k_pe), acc=tl.dot(q_nope, tl.trans(k_nope)))
-        s = tl.where(row_ok[None, :], s * q_inverse[:, None] * score_scale, float("-inf"))  # log2 domain
-        p, alpha, m_i, l_i = _online_softmax_step(s, m_i, l_i)
-        v = tl.load(tile_rows + tl.arange(0, _TL_NOPE)[None, :], cache_modifier=".cg")
-        acc = tl.dot(_to_e4m3(p * 256.0, EMULATE), v, acc=acc * alpha[:, None])
-    return acc * (kv_scale * 0.00390625), m_i, l_i
+        row_offsets, row_ok = _group_tile_rows(start, hi, stride_kv, GROUPS, TOKENS)
+        tile_rows = kv_ptr + tl.cast(start, tl.int64) * stride_kv + row_offsets[:, :, None]
+        s = tl.dot(q0, tl.permute(tl.load(tile_rows + cols), (0, 2, 1)))
+        s = tl.dot(q1, tl.permute(tl.load(tile_rows + CHUNK + cols), (0, 2, 1)), acc=s)
+        s = tl.dot(q2, tl.permute(tl.load(tile_rows + 2 * CHUNK + cols), (0, 2, 1)), acc=s)
+        s = tl.dot(q3, tl.permute(tl.load(tile_rows + 3 * CHUNK + cols), (0, 2, 1)), acc=s)
+        k_pe = tl.load(tile_rows + _TL_NOPE + tl.arange(0, _TL_ROPE)[None, None, :])
+        s = tl.dot(q_pe, tl.permute(k_pe, (0, 2, 1)), acc=s)
+        s = tl.where(row_ok[:, None, :], s * q_inverse[None, :, None] * score_scale, float("-inf"))  # log2 domain
+        p, alpha, m_i, l_i = _group_softmax_step(s, m_i, l_i)
+        p = _to_e4m3(p * 256.0, EMULATE)
+        alpha = alpha[:, :, None]
+        # V (the same rows' first 512 columns, again from L2) in the same chunks.
+        acc0 = tl.dot(p, tl.load(tile_rows + cols, cache_modifier=".cg"), acc=acc0 * alpha)
+        acc1 = tl.dot(p, tl.load(tile_rows + CHUNK + cols, cache_modifier=".cg"), acc=acc1 * alpha)
+        acc2 = tl.dot(p, tl.load(tile_rows + 2 * CHUNK + cols, cache_modifier=".cg"), acc=acc2 * alpha)
+        acc3 = tl.dot(p, tl.load(tile_rows + 3 * CHUNK + cols, cache_modifier=".cg"), acc=acc3 * alpha)
+    w, m, l = _group_merge_weights(m_i, l_i)
+    w = w[:, :, None]
+    acc0, acc1, acc2, acc3 = _sum_groups(acc0 * w), _sum_groups(acc1 * w), _sum_groups(acc2 * w), _sum_groups(acc3 * w)
+    return _join_column_quarters(acc0, acc1, acc2, acc3) * (kv_scale * 0.00390625), m, l
 
 
 @triton.jit
@@ -540,11 +703,7 @@ def _attend_mxfp4_bf16(q_nope, q_pe, kv_ptr, sc_ptr, lo, hi, qk_scale, stride_kv
     return acc, m_i, l_i
 
 
-_TL_V_CHUNK = tl.constexpr(64)  # V's columns decoded at a time
-_TL_GROUP_TOKENS = tl.constexpr(32)  # tokens a wave owns in each tile of the "waves" form (16 spill)
-# Score of rows past a split's end: finite, so a group whose rows are all past the end
-# keeps a finite running max (-inf - -inf would be NaN) and weighs nothing at the merge.
-_TL_MASKED_SCORE = tl.constexpr(-3.0e38)
+_TL_V_CHUNK = tl.constexpr(64)  # V's columns the MXFP4 waves form decodes at a time
 
 
 @triton.jit
@@ -646,78 +805,42 @@ def _value_part(acc, alpha, p, row_words, row_scales, stride_sc, CHUNK: tl.const
 
 
 @triton.jit
-def _quarters(x):
-    # x (4 * n, c) -> its four row blocks (n, c), in order.
+def _row_quarters(x):
+    # x [4N, C] -> its four row blocks [N, C], top to bottom. (Splitting Q^T's rows, not
+    # Q's columns then transposing each: the latter left one VGPR spilled on gfx950.)
     N: tl.constexpr = x.shape[0] // 4
-    C: tl.constexpr = x.shape[1]
-    first, second = tl.split(tl.permute(x.reshape(2, 2 * N, C), (1, 2, 0)))
-    x0, x1 = tl.split(tl.permute(first.reshape(2, N, C), (1, 2, 0)))
-    x2, x3 = tl.split(tl.permute(second.reshape(2, N, C), (1, 2, 0)))
+    COLUMNS: tl.constexpr = x.shape[1]
+    top, bottom = tl.split(tl.permute(x.reshape(2, 2 * N, COLUMNS), (1, 2, 0)))
+    x0, x1 = tl.split(tl.permute(top.reshape(2, N, COLUMNS), (1, 2, 0)))
+    x2, x3 = tl.split(tl.permute(bottom.reshape(2, N, COLUMNS), (1, 2, 0)))
     return x0, x1, x2, x3
 
 
 @triton.jit
-def _group_weights(m_i, l_i):
-    # The log-sum-exp merge of G groups' running maxima and sums (G, 16): each group's
-    # weight exp2(m_g - max) (G, 16), and the merged max and sum (16,). A group whose
-    # rows were all past the end holds _TL_MASKED_SCORE and weighs 0.
-    m = tl.max(m_i, 0)
-    m = tl.where(m == float("-inf"), 0.0, m)  # no tokens at all: every weight 0
-    w = tl.math.exp2(m_i - m[None, :])
-    return w, m, tl.sum(w * l_i, 0)
-
-
-@triton.jit
-def _sum_groups(acc, w):
-    # sum over g of w[g] * acc[g]: (G, 16, C) -> (16, C). Halving along a trailing axis
-    # of size 2 (tl.split): a reduction across waves written as tl.sum lowers element by
-    # element.
-    GROUPS: tl.constexpr = acc.shape[0]
-    COLUMNS: tl.constexpr = acc.shape[2]
-    x = tl.permute(acc * w[:, :, None], (1, 2, 0))
-    if GROUPS == 8:
-        a, b = tl.split(x.reshape(_TL_HEADS, COLUMNS, 4, 2))
-        x = a + b
-    if GROUPS >= 4:
-        a, b = tl.split(x.reshape(_TL_HEADS, COLUMNS, 2, 2))
-        x = a + b
-    if GROUPS >= 2:
-        a, b = tl.split(x)
-        x = a + b
-    else:
-        x = x.reshape(_TL_HEADS, COLUMNS)
-    return x
-
-
-@triton.jit
 def _attend_mxfp4_waves(q_nope, q_pe, kv_ptr, sc_ptr, lo, hi, qk_scale, stride_kv, stride_sr, stride_sc,
-                        BLOCK_N: tl.constexpr, HW_CONVERT: tl.constexpr, EMULATE: tl.constexpr):
-    # Each wave owns its own tokens: a tile of BLOCK_N rows is G = BLOCK_N / 32 groups of
-    # 32 consecutive rows, one group a wave (the launch's num_warps = G), so no wave
-    # repeats another's scores or decode. Scores come tokens-as-M from dot_scaled
-    # (_score_part), viewed as (G, 16, 32); the online softmax runs per (group, head)
-    # with nothing crossing waves in the loop; O (G, 16, 512) += P.V per group, V decoded
-    # from 4-byte words in column order. The G partials are merged once, after the loop.
-    GROUPS: tl.constexpr = BLOCK_N // _TL_GROUP_TOKENS
+                        BLOCK_N: tl.constexpr, GROUPS: tl.constexpr, HW_CONVERT: tl.constexpr,
+                        EMULATE: tl.constexpr):
+    # Each wave owns its own tokens: a tile of BLOCK_N rows is GROUPS groups of T rows,
+    # one group a wave (GROUPS = num_warps), so no wave repeats another's scores or
+    # decode. Scores come tokens-as-M from dot_scaled (_score_part: the tile's rows as
+    # M, the 16 heads as N, so Triton lays the rows on the waves), viewed as
+    # [G, 16, T]; the online softmax runs per (group, head) with nothing crossing waves
+    # in the loop; O [G, 16, 512] += P.V per group (3-D dots batched over the groups),
+    # V decoded from 4-byte words in column order. The groups are merged once, after the
+    # loop. Q.K^T in four 128-dim parts and V in eight 64-column chunks: whole, they
+    # spilled on gfx950 (a wave holds O's 128 registers throughout).
+    TOKENS: tl.constexpr = BLOCK_N // GROUPS
     DOT_DTYPE: tl.constexpr = tl.float32 if EMULATE else tl.bfloat16
     CONVERT: tl.constexpr = HW_CONVERT and not EMULATE  # the interpreter runs no assembly
     qn = q_nope.to(tl.float32)
     q_scale, q_inverse = _head_e4m3_scale(tl.max(tl.abs(qn), 1))
-    q_t0, q_t1, q_t2, q_t3 = _quarters(tl.trans(_to_e4m3(qn * q_scale[:, None], EMULATE)))
+    q0, q1, q2, q3 = _row_quarters(tl.trans(_to_e4m3(qn * q_scale[:, None], EMULATE)))  # Q^T's 128-dim parts
     q_pe_t = tl.trans(q_pe.to(DOT_DTYPE))
-    m_i = tl.full([GROUPS, _TL_HEADS], float("-inf"), tl.float32)
-    l_i = tl.zeros([GROUPS, _TL_HEADS], tl.float32)
-    # O in eight accumulators of 64 columns (_value_part).
-    acc0 = tl.zeros([GROUPS, _TL_HEADS, _TL_V_CHUNK], tl.float32)
-    acc1 = tl.zeros([GROUPS, _TL_HEADS, _TL_V_CHUNK], tl.float32)
-    acc2 = tl.zeros([GROUPS, _TL_HEADS, _TL_V_CHUNK], tl.float32)
-    acc3 = tl.zeros([GROUPS, _TL_HEADS, _TL_V_CHUNK], tl.float32)
-    acc4 = tl.zeros([GROUPS, _TL_HEADS, _TL_V_CHUNK], tl.float32)
-    acc5 = tl.zeros([GROUPS, _TL_HEADS, _TL_V_CHUNK], tl.float32)
-    acc6 = tl.zeros([GROUPS, _TL_HEADS, _TL_V_CHUNK], tl.float32)
-    acc7 = tl.zeros([GROUPS, _TL_HEADS, _TL_V_CHUNK], tl.float32)
+    m_i, l_i, acc0 = _empty_group_state(GROUPS, _TL_V_CHUNK)
+    acc1, acc2, acc3, acc4 = tl.zeros_like(acc0), tl.zeros_like(acc0), tl.zeros_like(acc0), tl.zeros_like(acc0)
+    acc5, acc6, acc7 = tl.zeros_like(acc0), tl.zeros_like(acc0), tl.zeros_like(acc0)
     for start in range(lo, hi, BLOCK_N):
-        # Rows past hi repeat row hi - 1 (loads need no predicate) and score _TL_MASKED_SCORE.
+        # Rows past hi repeat row hi - 1 (loads need no predicate) and score -inf.
         row_ok = start + tl.arange(0, BLOCK_N) < hi
         rows = tl.minimum(start + tl.arange(0, BLOCK_N), hi - 1).to(tl.int64)
         row_codes = kv_ptr + rows[:, None] * stride_kv
@@ -727,19 +850,15 @@ def _attend_mxfp4_waves(q_nope, q_pe, kv_ptr, sc_ptr, lo, hi, qk_scale, stride_k
         pe_words = tl.load(row_words + (tl.arange(0, _TL_ROPE // 8) + _TL_NOPE // 8)[None, :])
         k_pe = _decode_e2m1_words(pe_words, pe_scales, DOT_DTYPE, CONVERT)
         s = tl.zeros([BLOCK_N, _TL_HEADS], tl.float32)
-        s = _score_part(s, row_codes, row_scales, stride_sc, q_t0, 0, EMULATE)
-        s = _score_part(s, row_codes, row_scales, stride_sc, q_t1, 1, EMULATE)
-        s = _score_part(s, row_codes, row_scales, stride_sc, q_t2, 2, EMULATE)
-        s = _score_part(s, row_codes, row_scales, stride_sc, q_t3, 3, EMULATE)
+        s = _score_part(s, row_codes, row_scales, stride_sc, q0, 0, EMULATE)
+        s = _score_part(s, row_codes, row_scales, stride_sc, q1, 1, EMULATE)
+        s = _score_part(s, row_codes, row_scales, stride_sc, q2, 2, EMULATE)
+        s = _score_part(s, row_codes, row_scales, stride_sc, q3, 3, EMULATE)
         # the rope dims exactly: decoded K against bf16 Q
         s = tl.dot(k_pe, q_pe_t, acc=s * q_inverse[None, :])
-        s = tl.where(row_ok[:, None], s * qk_scale, _TL_MASKED_SCORE)  # log2 domain
-        s = tl.permute(s.reshape(GROUPS, _TL_GROUP_TOKENS, _TL_HEADS), (0, 2, 1))
-        m_new = tl.maximum(m_i, tl.max(s, 2))
-        alpha = tl.math.exp2(m_i - m_new)
-        p = tl.math.exp2(s - m_new[:, :, None])
-        l_i = l_i * alpha + tl.sum(p, 2)
-        m_i = m_new
+        s = tl.where(row_ok[:, None], s * qk_scale, float("-inf"))  # log2 domain
+        s = tl.permute(s.reshape(GROUPS, TOKENS, _TL_HEADS), (0, 2, 1))
+        p, alpha, m_i, l_i = _group_softmax_step(s, m_i, l_i)
         p = p.to(DOT_DTYPE)
         acc0 = _value_part(acc0, alpha, p, row_words, row_scales, stride_sc, 0, DOT_DTYPE, CONVERT)
         acc1 = _value_part(acc1, alpha, p, row_words, row_scales, stride_sc, 1, DOT_DTYPE, CONVERT)
@@ -749,15 +868,16 @@ def _attend_mxfp4_waves(q_nope, q_pe, kv_ptr, sc_ptr, lo, hi, qk_scale, stride_k
         acc5 = _value_part(acc5, alpha, p, row_words, row_scales, stride_sc, 5, DOT_DTYPE, CONVERT)
         acc6 = _value_part(acc6, alpha, p, row_words, row_scales, stride_sc, 6, DOT_DTYPE, CONVERT)
         acc7 = _value_part(acc7, alpha, p, row_words, row_scales, stride_sc, 7, DOT_DTYPE, CONVERT)
-    # The groups' partials merged once, a chunk at a time. Then the chunks side by side:
-    # the innermost joins pair chunks 4 apart, the next 2 apart, the outermost 1 apart, so
-    # with those three new axes moved in front of the columns, chunk c sits at c * 64.
-    w, m, l_sum = _group_weights(m_i, l_i)
-    o0, o1, o2, o3 = _sum_groups(acc0, w), _sum_groups(acc1, w), _sum_groups(acc2, w), _sum_groups(acc3, w)
-    o4, o5, o6, o7 = _sum_groups(acc4, w), _sum_groups(acc5, w), _sum_groups(acc6, w), _sum_groups(acc7, w)
+    # The groups merged once, a chunk at a time. Then the chunks side by side: the inner
+    # joins pair chunks 4 apart, the next 2 apart, the outer 1 apart, so with those three
+    # axes moved in front of the columns chunk c lands at c * 64. (Joining pairs and then
+    # quarters left a VGPR spilled across the loop on gfx950.)
+    w, m, l = _group_merge_weights(m_i, l_i)
+    w = w[:, :, None]
+    o0, o1, o2, o3 = _sum_groups(acc0 * w), _sum_groups(acc1 * w), _sum_groups(acc2 * w), _sum_groups(acc3 * w)
+    o4, o5, o6, o7 = _sum_groups(acc4 * w), _sum_groups(acc5 * w), _sum_groups(acc6 * w), _sum_groups(acc7 * w)
     o = tl.join(tl.join(tl.join(o0, o4), tl.join(o2, o6)), tl.join(tl.join(o1, o5), tl.join(o3, o7)))
-    o = tl.permute(o, (0, 2, 3, 4, 1)).reshape(_TL_HEADS, _TL_NOPE)
-    return o, m, l_sum
+    return tl.permute(o, (0, 2, 3, 4, 1)).reshape(_TL_HEADS, _TL_NOPE), m, l
 
 
 @triton.jit(do_not_specialize=["total_q", "kv_rows", "num_splits"])
@@ -767,7 +887,7 @@ def _mla_decode_kernel(
     qk_scale, total_q, kv_rows, num_splits,
     stride_q_tok, stride_q_head, stride_kv, stride_sr, stride_sc, stride_o_tok, stride_o_head,
     KV_FORM: tl.constexpr, SPLIT: tl.constexpr, COMBINE_IN_KERNEL: tl.constexpr, BLOCK_N: tl.constexpr,
-    EMULATE: tl.constexpr,
+    WAVE_GROUPS: tl.constexpr, EMULATE: tl.constexpr,
 ):
     split = tl.program_id(0)
     b = tl.program_id(1)
@@ -786,17 +906,18 @@ def _mla_decode_kernel(
     q_pe = tl.load(q_base + _TL_NOPE + tl.arange(0, _TL_ROPE)[None, :])
     if KV_FORM == "fp8_f16":
         acc, m_i, l_i = _attend_fp8_f16(q_nope, q_pe, kv_ptr, kv_scale_ptr, lo, hi, qk_scale, stride_kv, BLOCK_N)
-    elif KV_FORM == "fp8_e4m3":
-        acc, m_i, l_i = _attend_fp8_e4m3(q_nope, q_pe, kv_ptr, kv_scale_ptr, lo, hi, qk_scale, stride_kv, BLOCK_N,
-                                         EMULATE)
+    elif KV_FORM == "fp8_e4m3_waves":
+        acc, m_i, l_i = _attend_fp8_e4m3_waves(q_nope, q_pe, kv_ptr, kv_scale_ptr, lo, hi, qk_scale, stride_kv,
+                                               BLOCK_N, WAVE_GROUPS, EMULATE)
     elif KV_FORM == "mxfp4_bf16":
         acc, m_i, l_i = _attend_mxfp4_bf16(q_nope, q_pe, kv_ptr, kv_scale_ptr, lo, hi, qk_scale, stride_kv,
                                            stride_sr, stride_sc, BLOCK_N, EMULATE)
     else:
         tl.static_assert(KV_FORM == "mxfp4_waves" or KV_FORM == "mxfp4_waves_cvt")
         acc, m_i, l_i = _attend_mxfp4_waves(q_nope, q_pe, kv_ptr, kv_scale_ptr, lo, hi, qk_scale, stride_kv,
-                                            stride_sr, stride_sc, BLOCK_N, KV_FORM == "mxfp4_waves_cvt", EMULATE)
-    o = acc / tl.where(l_i > 0, l_i, 1.0)[:, None]  # an empty range has acc = 0: zeros
+                                            stride_sr, stride_sc, BLOCK_N, WAVE_GROUPS, KV_FORM == "mxfp4_waves_cvt",
+                                            EMULATE)
+    o = acc * (1.0 / tl.where(l_i > 0, l_i, 1.0))[:, None]  # one reciprocal a head; an empty range: zeros
     if SPLIT:
         part = b.to(tl.int64) * num_splits + split
         lse = tl.where(l_i > 0, m_i + tl.math.log2(l_i), float("-inf"))

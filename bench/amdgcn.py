@@ -1,6 +1,7 @@
 """Static facts read from the AMDGCN text that Triton's HIP backend prints for gfx950
-(CompiledKernel.asm["amdgcn"]): registers, spills, occupancy, MFMA instructions, and the
-instruction mix of the main loop.
+(CompiledKernel.asm["amdgcn"]): registers, spills, occupancy, MFMA instructions, the
+instruction mix of the main loop, and the global-load bytes a wave has in flight at the
+loop's MFMAs (loads_in_flight_at_mfmas).
 
 Instruction classes (one per instruction, by mnemonic):
   mfma    v_mfma*, v_smfmac*                     (the matrix cores)
@@ -14,6 +15,11 @@ Instruction classes (one per instruction, by mnemonic):
           s_icache_inv, s_endpgm                 (handled by the sequencer, no ALU work)
   salu    every other s_*
 An unknown mnemonic is an error, not a guess. "total" counts every instruction once.
+
+Instructions are the printer's tab-indented lines, and every line of an inline-asm block
+(between ";;#ASMSTART" and ";;#ASMEND"): the printer indents only the first line of a
+multi-line block, so each of its lines is read as one instruction, label or directive,
+and a line that is none of these is an error.
 
 The main loop is the one backward branch (a branch to a label above it) whose span, from
 the label to the branch, holds MFMA instructions. Everything in the span is counted,
@@ -30,6 +36,8 @@ CLASSES = ("valu", "mfma", "salu", "smem", "vmem", "lds", "branch", "wait")
 
 _LABEL = re.compile(r"^([.\w$]+):")
 _INSTRUCTION = re.compile(r"^\t([a-z][a-z0-9_]*)\b\s*(.*)$")  # the printer indents instructions with a tab
+_ASM_LINE = re.compile(r"^([a-z][a-z0-9_]*)\b\s*(.*)$")  # an inline-asm line, stripped, comment removed
+_ASM_START, _ASM_END = ";;#ASMSTART", ";;#ASMEND"
 _BRANCH_TARGET = re.compile(r"^([.\w$]+)")
 _WAIT = ("s_waitcnt", "s_barrier", "s_nop", "s_sleep", "s_setprio", "s_sethalt", "s_trap", "s_icache_inv",
          "s_endpgm")
@@ -62,40 +70,151 @@ def parse(asm: str) -> tuple[list, dict]:
     """(instructions as (mnemonic, operands) in order, label -> index of the instruction
     that follows it). Directives (.xxx), comments (;) and blank lines are skipped."""
     instructions, labels = [], {}
-    for line in asm.splitlines():
+    in_inline_asm = False
+    for number, line in enumerate(asm.splitlines(), 1):
+        if line.strip() in (_ASM_START, _ASM_END):
+            in_inline_asm = line.strip() == _ASM_START
+            continue
+        if in_inline_asm:
+            statement = line.split(";")[0].strip()
+            label, match = _LABEL.match(statement), _ASM_LINE.match(statement)
+            if label and statement == label.group(0):
+                labels[label.group(1)] = len(instructions)
+            elif match:
+                instructions.append((match.group(1), match.group(2).strip()))
+            elif statement and not statement.startswith("."):
+                raise ValueError(f"line {number} of an inline-asm block is no instruction: {line!r}")
+            continue
         if (label := _LABEL.match(line)) and not line.startswith((" ", "\t")):
             labels[label.group(1)] = len(instructions)
             continue
         match = _INSTRUCTION.match(line)
         if match:
             instructions.append((match.group(1), match.group(2).split(";")[0].strip()))
+    if in_inline_asm:
+        raise ValueError(f"an inline-asm block ({_ASM_START}) without its {_ASM_END}")
     return instructions, labels
 
 
 def main_loop(asm: str) -> list | None:
     """The instructions of the loop whose body holds the MFMAs, or None if no loop does."""
     instructions, labels = parse(asm)
+    span = main_loop_span(instructions, labels)
+    return None if span is None else instructions[span[0]:span[1] + 1]
+
+
+def loop_spans(instructions: list, labels: dict) -> list[tuple[int, int]]:
+    """(index of the first instruction, index of the backward branch) of every loop: each
+    branch to a label at or above it, in parse's list."""
     spans = []
     for index, (mnemonic, operands) in enumerate(instructions):
         if instruction_class(mnemonic) != "branch" or not (target := _BRANCH_TARGET.match(operands)):
             continue
         start = labels.get(target.group(1))
         if start is not None and start <= index:
-            body = instructions[start:index + 1]
-            if any(instruction_class(m) == "mfma" for m, _ in body):
-                spans.append((start, index))
+            spans.append((start, index))
+    return spans
+
+
+def main_loop_span(instructions: list, labels: dict) -> tuple[int, int] | None:
+    """(index of the loop's first instruction, index of its backward branch) in parse's
+    list, or None if no loop holds MFMAs."""
+    spans = [(start, end) for start, end in loop_spans(instructions, labels)
+             if any(instruction_class(m) == "mfma" for m, _ in instructions[start:end + 1])]
     if not spans:
         return None
     if len(spans) > 1:
         raise ValueError(f"{len(spans)} loops hold MFMA instructions (instruction spans {spans}); "
                          "the main loop is not defined")
-    start, end = spans[0]
-    return instructions[start:end + 1]
+    return spans[0]
 
 
 def class_counts(instructions: list) -> dict:
     counts = collections.Counter(instruction_class(m) for m, _ in instructions)
     return {name: counts.get(name, 0) for name in CLASSES} | {"total": len(instructions)}
+
+
+# --- vector-memory loads in flight ------------------------------------------------------
+# On gfx9 (gfx950 included) every VMEM instruction, load, store or atomic, adds one to the
+# wave's vmcnt when issued and retires in issue order; "s_waitcnt vmcnt(N)" stalls until at
+# most N are outstanding. The counter holds at most 63 (6 bits): a 64th waits for the oldest.
+LANES = 64
+MAX_VMCNT = 63
+_LOAD_BYTES_PER_LANE = {"dwordx4": 16, "dwordx3": 12, "dwordx2": 8, "dword": 4,
+                        "ushort": 2, "sshort": 2, "short_d16": 2, "short_d16_hi": 2,
+                        "ubyte": 1, "sbyte": 1, "ubyte_d16": 1, "ubyte_d16_hi": 1, "sbyte_d16": 1, "sbyte_d16_hi": 1}
+_STORE_WIDTHS = ("dwordx4", "dwordx3", "dwordx2", "dword", "short", "short_d16_hi", "byte", "byte_d16_hi")
+_VMEM_ACCESS = re.compile(r"(buffer|global|flat|scratch)_(load|store)_(lds_)?(\w+)")
+_WAIT_COUNTER = re.compile(r"(vmcnt|expcnt|lgkmcnt)(_sat)?\((\d+)\)")
+
+
+def vmem_load_bytes(mnemonic: str) -> int:
+    """Bytes a wave's VMEM instruction loads from global memory (64 lanes, all active):
+    buffer_/global_/flat_load_* and their LDS-destination forms (global_load_lds_*,
+    buffer_load_* ... lds) by width; 0 for stores, atomics and scratch (spill) loads, which
+    hold a vmcnt slot but bring no global data. Any other VMEM mnemonic is an error."""
+    if instruction_class(mnemonic) != "vmem":
+        raise ValueError(f"{mnemonic!r} is no vector-memory instruction")
+    if re.fullmatch(r"(buffer|global|flat)_atomic_\w+", mnemonic):
+        return 0
+    access = _VMEM_ACCESS.fullmatch(mnemonic)
+    if access:
+        space, kind, _, width = access.groups()
+        if kind == "load" and width in _LOAD_BYTES_PER_LANE:
+            return 0 if space == "scratch" else _LOAD_BYTES_PER_LANE[width] * LANES
+        if kind == "store" and width in _STORE_WIDTHS:
+            return 0
+    raise ValueError(f"no vmcnt rule for {mnemonic!r}: add its width and whether it counts in vmcnt")
+
+
+def _vmcnt_limit(operands: str) -> int | None:
+    """N of "s_waitcnt ... vmcnt(N) ...", None when it names no vmcnt."""
+    operands = operands.replace("&", " ")
+    counters = {name: int(value) for name, _, value in _WAIT_COUNTER.findall(operands)}
+    if _WAIT_COUNTER.sub("", operands).strip(" ,"):
+        raise ValueError(f"s_waitcnt operands {operands!r}: only named counters (vmcnt(N) lgkmcnt(M) ...) are read")
+    return counters.get("vmcnt")
+
+
+def _issue_body(body: list, outstanding: tuple) -> tuple[tuple, list]:
+    """One pass over the body, straight through: (the load bytes of the VMEM operations
+    outstanding after it, oldest first; the load bytes outstanding at each MFMA)."""
+    queue = list(outstanding)
+    at_mfma = []
+    for mnemonic, operands in body:
+        kind = instruction_class(mnemonic)
+        if kind == "vmem":
+            if len(queue) == MAX_VMCNT:
+                queue.pop(0)
+            queue.append(vmem_load_bytes(mnemonic))
+        elif mnemonic == "s_waitcnt":
+            limit = _vmcnt_limit(operands)
+            if limit is not None and len(queue) > limit:
+                del queue[:len(queue) - limit]
+        elif mnemonic.startswith("s_waitcnt_"):
+            raise ValueError(f"{mnemonic}: a gfx10+ split counter; the vmcnt model is gfx9's "
+                             "(stores count in vmcnt)")
+        elif kind == "mfma":
+            at_mfma.append(sum(queue))
+    return tuple(queue), at_mfma
+
+
+def loads_in_flight_at_mfmas(loop: list, max_passes: int = MAX_VMCNT + 2) -> list[int]:
+    """Global-load bytes a wave has issued and not yet waited for (vmcnt) when each MFMA of
+    the loop body issues, in the loop's steady state: the body is run straight through
+    (both sides of any branch inside it), from no loads outstanding, again and again until
+    the loads outstanding at its end repeat, so that loads issued late in one iteration
+    count at the start of the next. Starting from none, the outstanding operations are
+    always the newest of the body's own, so their number only grows from pass to pass, to at
+    most MAX_VMCNT: the state settles within MAX_VMCNT + 1 passes. The list follows the
+    body's MFMAs in order."""
+    outstanding = ()
+    for _ in range(max_passes):
+        after, at_mfma = _issue_body(loop, outstanding)
+        if after == outstanding:
+            return at_mfma
+        outstanding = after
+    raise ValueError(f"no steady state of the loads in flight after {max_passes} passes over the loop")
 
 
 # --- registers and occupancy -----------------------------------------------------------

@@ -5,7 +5,7 @@
         the torch route and, under the Triton interpreter, the Triton routes)
 
 Cases, for every route (torch, triton_mxfp4, triton_fp8, aiter_fp8 where aiter exists, or
-those given with --routes, which may name a Triton kernel form: triton_fp8:e4m3), each
+those given with --routes, which may name a Triton kernel form: triton_fp8:e4m3_waves), each
 forced with MLA_ROUTE:
   memory_flat    memory in use after 10 and after 1000 calls is the same
                  (torch.cuda.memory_allocated; on the CPU, tracemalloc's count)
@@ -56,7 +56,7 @@ ORACLE_TOL = 2e-2
 # Routes that multiply an e4m3 Q (the CDNA4 kernel forms, aiter's a8w8): e4m3 keeps 3
 # mantissa bits, so each rounding moves a value by up to 2^-4 of itself.
 E4M3_ORACLE_TOL = 0.1
-E4M3_LABELS = ("form=e4m3", "form=waves", "aiter_a8w8")
+E4M3_LABELS = ("form=e4m3_waves", "form=waves", "aiter_a8w8")
 ROUTES = ("torch", "triton_mxfp4", "triton_fp8", "aiter_fp8")
 # (q scale, KV scale): scores stay O(1) in the first three; the last two are peaked.
 MAGNITUDES = {"q_huge_kv_tiny": (1e4, 1e-4), "q_tiny_kv_huge": (1e-4, 1e4),
@@ -427,7 +427,7 @@ def cases_for(route):
 # ------------------------------------------------------------------------------------
 def available_routes(sub, device, routes=ROUTES) -> dict:
     """route -> None when it can run here, else why not. A route may name a Triton kernel
-    form, as MLA_ROUTE does (triton_fp8:e4m3)."""
+    form, as MLA_ROUTE does (triton_fp8:e4m3_waves)."""
     interpreted = os.environ.get("TRITON_INTERPRET") == "1"
     why_not = {}
     for route in routes:

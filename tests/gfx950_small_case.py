@@ -52,6 +52,26 @@ def scaled_dot_loop_kernel(a_ptr, b_ptr, b_scale_ptr, out_ptr, n_tiles, BLOCK_N:
     tl.store(out_ptr + rows[:, None] * BLOCK_N + cols[None, :], acc)
 
 
+@triton.jit
+def inline_asm_loop_kernel(a_ptr, b_ptr, out_ptr, n_tiles, BLOCK_N: tl.constexpr, K: tl.constexpr):
+    # As dot_loop_kernel with A read in fp32 and raised by 4 through a 4-line inline-asm
+    # block (one v_add_f32 a line, an element a lane), then rounded to fp16 for the MFMA.
+    rows = tl.arange(0, 16)
+    cols = tl.arange(0, BLOCK_N)
+    ks = tl.arange(0, K)
+    acc = tl.zeros([16, BLOCK_N], tl.float32)
+    for t in range(n_tiles):
+        a = tl.load(a_ptr + t * 16 * K + rows[:, None] * K + ks[None, :])
+        a = tl.inline_asm_elementwise("v_add_f32 $0, 1.0, $1\n"
+                                      "v_add_f32 $0, 1.0, $0\n"
+                                      "v_add_f32 $0, 1.0, $0\n"
+                                      "v_add_f32 $0, 1.0, $0",
+                                      "=v,v", [a], dtype=tl.float32, is_pure=True, pack=1)
+        b = tl.load(b_ptr + t * K * BLOCK_N + ks[:, None] * BLOCK_N + cols[None, :])
+        acc = tl.dot(a.to(tl.float16), b, acc)
+    tl.store(out_ptr + rows[:, None] * BLOCK_N + cols[None, :], acc)
+
+
 def _meta(dtype, elements=1 << 16):
     return torch.empty((elements,), dtype=dtype, device="meta")
 
@@ -61,6 +81,10 @@ CASES = {
     "f16": KernelCall(dot_loop_kernel, (1,),
                       (_meta(torch.float16), _meta(torch.float16), _meta(torch.float32), 4, 16, 64),
                       dict(num_warps=1, num_stages=1)),
+    # as "f16" with two stages: the next tile's loads are issued before this tile's MFMAs
+    "f16_two_stages": KernelCall(dot_loop_kernel, (1,),
+                                 (_meta(torch.float16), _meta(torch.float16), _meta(torch.float32), 4, 16, 64),
+                                 dict(num_warps=1, num_stages=2)),
     # 1 wave; K = 128 of e4m3 is one v_mfma_f32_16x16x128_f8f6f4 (fp8 x fp8)
     "fp8": KernelCall(dot_loop_kernel, (1,),
                       (_meta(torch.float8_e4m3fn), _meta(torch.float8_e4m3fn), _meta(torch.float32), 4, 16, 128),
@@ -71,6 +95,11 @@ CASES = {
                               (_meta(torch.float8_e4m3fn), _meta(torch.uint8), _meta(torch.uint8),
                                _meta(torch.float32), 4, 64, 128),
                               dict(num_warps=4, num_stages=1)),
+    # 1 wave; K = 32: one v_mfma_f32_16x16x32_f16 an iteration, 8 elements of A a lane,
+    # so 8 inline-asm blocks of 4 lines
+    "inline_asm": KernelCall(inline_asm_loop_kernel, (1,),
+                             (_meta(torch.float32), _meta(torch.float16), _meta(torch.float32), 4, 16, 32),
+                             dict(num_warps=1, num_stages=1)),
 }
 
 

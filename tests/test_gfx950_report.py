@@ -81,7 +81,9 @@ def test_report_shape(report):
     assert rep["target"] == "gfx950" and rep["triton"]
     kernel_keys = {"name", "format", "launch", "vgpr", "agpr", "sgpr", "vgpr_spill", "sgpr_spill",
                    "scratch_bytes", "lds_bytes", "occupancy", "mfma", "loop"}
-    loop_keys = {"valu", "salu", "vmem", "lds", "mfma", "total", "tokens"}
+    kernel_keys |= {"instructions", "outside_loop", "resident_programs", "in_flight_bytes_per_cu"}
+    loop_keys = {"valu", "salu", "vmem", "lds", "mfma", "total", "tokens", "in_flight_bytes_per_wave",
+                 "in_flight_bytes_at_mfma"}
     for kernel in rep["kernels"]:
         assert kernel_keys <= kernel.keys(), kernel["name"]
         assert 1 <= kernel["occupancy"] <= 8
@@ -95,6 +97,32 @@ def test_report_shape(report):
         assert row["kernel"] in names and row["offered_first"]
         assert {"issue_us", "hbm_us", "mfma_us"} <= row.keys()
         assert row["issue_us"] > 0 and row["hbm_us"] > 0 and row["mfma_us"] > 0
+    assert rep["machine"]["in_flight_target_bytes_per_cu"] == pytest.approx(8e12 * 1.5e-6 / 256)
+
+
+def test_small_shape_columns(report):
+    # Per shape: the grid's CUs, the waves on its busiest CU, tiles a program and the
+    # instructions outside the loop, from the launch the autopick offers first.
+    rep, _ = report
+    kernels = {k["name"]: k for k in rep["kernels"]}
+    for row in rep["shapes"]:
+        launch = submission.triton_launch_candidates(row["format"], row["batch"], row["kv_len"], 256, "gfx950")[0]
+        kernel = kernels[row["kernel"]]
+        programs = launch.num_splits * row["batch"]
+        assert row["programs"] == programs and row["cus_used"] == min(256, programs)
+        assert row["waves_per_cu"] <= kernel["occupancy"] * 4 and row["waves_per_cu"] % launch.num_warps == 0
+        assert row["waves_per_cu"] == launch.num_warps * min(-(-programs // 256), kernel["resident_programs"])
+        tokens = row["tiles_per_program"] * launch.block_n  # a split's tokens, whole tiles
+        assert tokens * launch.num_splits >= row["kv_len"] > (tokens - launch.block_n) * launch.num_splits
+        assert row["outside_loop_instructions"] == kernel["outside_loop"]["total"]
+        combine = [k for k in rep["kernels"] if k["kernel"] == "_combine_splits_kernel" and k["format"] == row["format"]
+                   and any(o["rank"] == 0 and (o["batch"], o["kv_len"]) == (row["batch"], row["kv_len"])
+                           for o in k["offered"])]
+        assert row["combine_instructions"] == sum(k["instructions"] for k in combine)
+        assert bool(combine) == (launch.num_splits > 1 and not launch.combine_in_kernel)
+        loops = kernel["outside_loop"]["loops"] + sum(k["outside_loop"]["loops"] for k in combine)
+        assert row["loops_outside"] == loops
+        assert row["in_flight_bytes_per_cu"] == kernel["loop"]["in_flight_bytes_per_wave"] * row["waves_per_cu"]
 
 
 def test_every_offered_launch_is_compiled(report):
@@ -121,9 +149,18 @@ def test_numbers_match_the_written_code(report):
         assert {k: kernel[k] for k in ("vgpr", "agpr", "sgpr", "vgpr_spill", "sgpr_spill", "scratch_bytes")} == \
             {k: found[k] for k in ("vgpr", "agpr", "sgpr", "vgpr_spill", "sgpr_spill", "scratch_bytes")}
         loop = amdgcn.main_loop(asm)
-        if kernel["loop"] is None:
-            assert loop is None
+        instructions, _ = amdgcn.parse(asm)
+        assert kernel["instructions"] == len(instructions)
+        if loop is None:
+            assert kernel["loop"] is None and kernel["outside_loop"]["total"] == len(instructions)
             continue
+        assert kernel["outside_loop"]["total"] == len(instructions) - len(loop)
+        assert kernel["outside_loop"]["prologue"] + len(loop) + kernel["outside_loop"]["epilogue"] == len(instructions)
+        in_flight = amdgcn.loads_in_flight_at_mfmas(loop)
+        assert kernel["loop"]["in_flight_bytes_at_mfma"] == in_flight
+        assert len(in_flight) == kernel["loop"]["per_wave_iteration"]["mfma"]
+        assert kernel["in_flight_bytes_per_cu"] == \
+            min(in_flight) * kernel["resident_programs"] * kernel["launch"]["options"]["num_warps"]
         per_wave = amdgcn.class_counts(loop)
         assert kernel["loop"]["per_wave_iteration"] == per_wave
         warps = kernel["launch"]["options"]["num_warps"]
@@ -174,18 +211,42 @@ def test_hand_checked_small_loops(small_cases):
                                             "branch": 1, "wait": 13, "total": 33}
     assert scaled["mfma_per_wave_iteration"] == {"v_mfma_scale_f32_16x16x128_f8f6f4.fp4.fp8": 1}
     assert scaled["total"] == pytest.approx(33 * 4 / 64) and scaled["mfma_cycles"] == pytest.approx(32 * 4 / 64)
+    inline = small_cases["inline_asm"]["loop"]
+    # 8 inline-asm blocks of 4 v_add_f32 (the printer indents only the first line of each)
+    # + v_ashrrev, v_lshl_add_u64, 2 v_add_u32, 16 v_cndmask_b32, 4 v_cvt_pk_f16_f32: 56 VALU;
+    # buffer_load_dwordx4 + 2 global_load_dwordx4; ds_write_b128, 8 ds_bpermute_b32,
+    # 2 ds_read_b64_tr_b16; s_add_i32, s_cmp_lg_u32; 5 s_waitcnt + 2 s_nop; the branch: 81
+    assert inline["per_wave_iteration"] == {"valu": 56, "mfma": 1, "salu": 2, "smem": 0, "vmem": 3, "lds": 11,
+                                            "branch": 1, "wait": 7, "total": 81}
+    assert inline["mfma_per_wave_iteration"] == {"v_mfma_f32_16x16x32_f16": 1}
     for case in small_cases.values():
         assert case["vgpr_spill"] == 0 and case["occupancy"] == 8
+
+
+def test_hand_checked_loads_in_flight(small_cases):
+    # One stage: every case waits for all its loads (s_waitcnt vmcnt(0)) before its first
+    # MFMA, so nothing is in flight while it multiplies.
+    for name in ("f16", "fp8", "e4m3_x_e2m1", "inline_asm"):
+        loop = small_cases[name]["loop"]
+        assert set(loop["in_flight_bytes_at_mfma"]) == {0} and loop["in_flight_bytes_per_wave"] == 0, name
+        assert small_cases[name]["in_flight_bytes_per_cu"] == 0
+    # Two stages: the next tile's 4 buffer_load_dwordx4 (1 KiB a wave each) issue before
+    # both MFMAs, and the vmcnt(3) ... vmcnt(0) that retire them come after the second.
+    two = small_cases["f16_two_stages"]
+    assert two["loop"]["in_flight_bytes_at_mfma"] == [4096, 4096]
+    assert two["loop"]["per_wave_iteration"]["vmem"] == 4
+    # 8 waves a SIMD x 4 SIMDs of 1-wave programs hold 32 waves a CU
+    assert two["resident_programs"] == 32 and two["in_flight_bytes_per_cu"] == 32 * 4096
 
 
 def test_render_writes_the_table_between_the_markers(report, tmp_path):
     rep, folder = report
     readme = folder / "README.md"
-    readme.write_text("before\n<!-- gfx950:begin -->\nold\n<!-- gfx950:end -->\nafter\n")
+    readme.write_text("before\n<!-- gfx950:begin -->\nOLD TABLE\n<!-- gfx950:end -->\nafter\n")
     out = _run([REPORT, "render", folder / "report.json", "--readme", readme], tmp_path / "cache")
     text = readme.read_text()
     inside = text[text.index("<!-- gfx950:begin -->"):text.index("<!-- gfx950:end -->")]
-    assert text.startswith("before\n") and text.endswith("<!-- gfx950:end -->\nafter\n") and "old" not in inside
+    assert text.startswith("before\n") and text.endswith("<!-- gfx950:end -->\nafter\n") and "OLD TABLE" not in inside
     assert "From `report.json`:" in inside and "STATIC BOUND" in inside
     for row in rep["shapes"]:
         assert f"| {row['batch']} | {row['kv_len']} | {row['format']} | `{row['kernel']}` |" in inside
@@ -225,6 +286,36 @@ kernel:
 """
 
 
+INLINE_ASM = """\
+kernel:
+\tv_mov_b32 v0, 0
+\t;;#ASMSTART
+\tv_cvt_scalef32_pk_bf16_fp4 v90, v144, v98
+v_cvt_scalef32_pk_bf16_fp4 v92, v144, v98 op_sel:[1,0,0]
+v_cvt_scalef32_pk_bf16_fp4 v91, v144, v98 op_sel:[0,1,0]   ; a comment
+  v_cvt_scalef32_pk_bf16_fp4 v93, v144, v98 op_sel:[1,1,0]
+
+\t;;#ASMEND
+.Ltmp100:
+\ts_endpgm
+"""
+
+
+def test_every_line_of_an_inline_asm_block_is_an_instruction():
+    # The printer indents only the first line of a multi-line inline-asm block.
+    instructions, labels = amdgcn.parse(INLINE_ASM)
+    assert [m for m, _ in instructions] == ["v_mov_b32"] + ["v_cvt_scalef32_pk_bf16_fp4"] * 4 + ["s_endpgm"]
+    assert instructions[3] == ("v_cvt_scalef32_pk_bf16_fp4", "v91, v144, v98 op_sel:[0,1,0]")
+    assert labels == {"kernel": 0, ".Ltmp100": 5}
+    assert amdgcn.class_counts(instructions)["valu"] == 5
+    with pytest.raises(ValueError, match="no instruction"):
+        amdgcn.parse(INLINE_ASM.replace("v_cvt_scalef32_pk_bf16_fp4 v92", "V92 = cvt"))
+    with pytest.raises(ValueError, match="unclassified"):
+        amdgcn.class_counts(amdgcn.parse(INLINE_ASM.replace("v_cvt_scalef32_pk_bf16_fp4 v92", "cvt v92"))[0])
+    with pytest.raises(ValueError, match="without"):
+        amdgcn.parse(INLINE_ASM.replace("\t;;#ASMEND\n", ""))
+
+
 def test_main_loop_is_the_backward_branch_around_the_mfmas():
     loop = amdgcn.main_loop(LOOPED)
     assert [m for m, _ in loop] == ["buffer_load_dwordx4", "s_waitcnt", "v_mfma_f32_16x16x128_f8f6f4", "v_add_u32_e32",
@@ -232,10 +323,76 @@ def test_main_loop_is_the_backward_branch_around_the_mfmas():
     assert amdgcn.class_counts(loop) == {"valu": 1, "mfma": 1, "salu": 2, "smem": 0, "vmem": 1, "lds": 0,
                                          "branch": 1, "wait": 1, "total": 7}
     assert amdgcn.mfma_counts(loop) == {"v_mfma_f32_16x16x128_f8f6f4.fp4.fp8": 1}
+    instructions, labels = amdgcn.parse(LOOPED)
+    assert amdgcn.loop_spans(instructions, labels) == [(1, 7), (8, 9)]
+    assert amdgcn.main_loop_span(instructions, labels) == (1, 7)
     assert amdgcn.main_loop(LOOPED.replace("v_mfma_f32_16x16x128_f8f6f4", "v_fma_f32")) is None
     two_loops = LOOPED.replace("\tv_mov_b32 v0, 0", "\tv_mfma_f32_16x16x32_f16 a[0:3], v[0:3], v[0:3], a[0:3]")
     with pytest.raises(ValueError, match="2 loops"):
         amdgcn.main_loop(two_loops)
+
+
+def _loop(*body: str) -> list:
+    """A hand-written loop body, parsed as bench/amdgcn.py parses compiled code."""
+    text = ".LBB0_1:\n" + "".join(f"\t{line}\n" for line in body) + "\ts_cbranch_scc1 .LBB0_1\n"
+    return amdgcn.main_loop(text)
+
+
+MFMA = "v_mfma_f32_16x16x32_f16 a[0:3], v[0:3], v[4:7], a[0:3]"
+
+
+def test_a_load_waited_for_before_the_mfma_is_not_in_flight():
+    loop = _loop("buffer_load_dwordx4 v[0:3], v8, s[4:7], 0 offen", "s_waitcnt vmcnt(0)", MFMA)
+    assert amdgcn.loads_in_flight_at_mfmas(loop) == [0]
+
+
+def test_a_load_issued_after_the_mfma_counts_in_the_next_iteration():
+    # Steady state: the load issued at the end of one iteration is outstanding at the
+    # next one's MFMA, and waited for only after it.
+    loop = _loop(MFMA, "s_waitcnt vmcnt(0)", "ds_write_b128 v9, v[0:3]",
+                 "global_load_dwordx4 v[0:3], v[10:11], off", "s_add_i32 s0, s0, -1")
+    assert amdgcn.loads_in_flight_at_mfmas(loop) == [1024]
+
+
+def test_vmcnt_retires_the_oldest_first():
+    loads = ["buffer_load_dwordx4 v[0:3], v8, s[4:7], 0 offen",  # 1024 B a wave
+             "global_load_dwordx2 v[4:5], v[10:11], off",         # 512
+             "buffer_load_dword v6, v8, s[4:7], 0 offen",          # 256
+             "global_load_ushort v7, v[10:11], off"]               # 128
+    assert amdgcn.loads_in_flight_at_mfmas(_loop(*loads, "s_waitcnt vmcnt(2)", MFMA)) == [256 + 128]
+    assert amdgcn.loads_in_flight_at_mfmas(_loop(*loads, "s_waitcnt vmcnt(1) lgkmcnt(0)", MFMA)) == [128]
+    assert amdgcn.loads_in_flight_at_mfmas(_loop(*loads, "s_waitcnt lgkmcnt(0)", MFMA, "s_waitcnt vmcnt(0)")) == \
+        [1024 + 512 + 256 + 128]
+    # a store holds a vmcnt slot (gfx9) but brings no data: vmcnt(1) leaves only it
+    store = "buffer_store_dword v1, v8, s[4:7], 0 offen"
+    assert amdgcn.loads_in_flight_at_mfmas(_loop(loads[0], store, "s_waitcnt vmcnt(1)", MFMA)) == [0]
+    assert amdgcn.loads_in_flight_at_mfmas(_loop(store, loads[0], "s_waitcnt vmcnt(1)", MFMA)) == [1024]
+
+
+def test_load_widths_and_unknown_vmem():
+    widths = {"global_load_dwordx4": 1024, "buffer_load_dwordx3": 768, "buffer_load_dwordx2": 512,
+              "global_load_dword": 256, "buffer_load_ushort": 128, "global_load_sshort": 128,
+              "buffer_load_ubyte": 64, "global_load_sbyte": 64, "global_load_lds_dwordx4": 1024,
+              "global_load_lds_dword": 256, "buffer_store_dwordx4": 0, "global_atomic_add": 0,
+              "scratch_load_dword": 0}
+    assert {m: amdgcn.vmem_load_bytes(m) for m in widths} == widths
+    # buffer_load_* ... lds (LDS as destination) is a load of its width
+    assert amdgcn.loads_in_flight_at_mfmas(_loop("buffer_load_dword v1, s[4:7], 0 offen lds", MFMA,
+                                                 "s_waitcnt vmcnt(0)")) == [256]
+    for unknown in ("buffer_load_format_xyzw", "buffer_wbl2", "buffer_inv", "global_load_dwordx8"):
+        with pytest.raises(ValueError, match="no vmcnt rule"):
+            amdgcn.vmem_load_bytes(unknown)
+    with pytest.raises(ValueError, match="no vmcnt rule"):
+        amdgcn.loads_in_flight_at_mfmas(_loop("buffer_wbl2 sc1", "s_waitcnt vmcnt(0)", MFMA))
+    with pytest.raises(ValueError, match="gfx10"):
+        amdgcn.loads_in_flight_at_mfmas(_loop("s_waitcnt_vscnt null, 0", MFMA))
+    with pytest.raises(ValueError, match="named counters"):
+        amdgcn.loads_in_flight_at_mfmas(_loop("s_waitcnt 0", MFMA))
+
+
+def test_loads_never_waited_for_fill_the_counter():
+    # vmcnt holds 63 on gfx9: a 64th VMEM instruction waits for the oldest
+    assert amdgcn.loads_in_flight_at_mfmas(_loop("global_load_dword v1, v[10:11], off", MFMA)) == [63 * 256]
 
 
 def test_mfma_cycles_follow_amds_table():

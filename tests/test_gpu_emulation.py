@@ -1,7 +1,7 @@
 """GPU only: what the interpreter runs in place of what it lacks (EMULATE) gives what the
 compiled kernels give. The same kernel source is compiled twice on the GPU, once with
 EMULATE, and the outputs compared:
-- fp8 e4m3: EMULATE rounds onto the e4m3 grid in fp32 before converting, which must not
+- fp8 e4m3_waves: EMULATE rounds onto the e4m3 grid in fp32 before converting, which must not
   change a single value: the outputs are equal bit for bit;
 - mxfp4 waves: EMULATE computes dot_scaled as decode + fp32 dot, decodes V by bit
   operations where gfx950 takes its convert instruction, and (for the interpreter's
@@ -18,7 +18,7 @@ import submission as sub
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU (CUDA or ROCm)")
 
-FORMS = [("fp8", "e4m3", 32), ("mxfp4", "waves", 128)]  # (format, form, block_n it is offered with)
+FORMS = [("fp8", "e4m3_waves", 128), ("mxfp4", "waves", 128)]  # (format, form, block_n it is offered with)
 
 
 def decode(kv_format, form, block_n, data, monkeypatch, emulate):
@@ -42,7 +42,7 @@ def test_emulation_equals_the_compiled_kernel(kv_format, form, block_n, monkeypa
     compiled = decode(kv_format, form, block_n, data, monkeypatch, False)
     emulated = decode(kv_format, form, block_n, data, monkeypatch, True)
     assert torch.isfinite(compiled).all() and torch.isfinite(emulated).all()
-    if form == "e4m3":
+    if form == "e4m3_waves":
         assert torch.equal(compiled, emulated)
     relative = ((compiled - emulated).pow(2).mean() / compiled.pow(2).mean()).sqrt().item()
     print(f"\n{kv_format}:{form} emulated vs compiled: relative RMS difference {relative:.2e}")

@@ -18,11 +18,11 @@ fp16, as on the GPU: Q (power-of-two scaled) and K, V are exact there, P is roun
 fp16, each weight by at most 2^-11 of itself (normal range) or 2^-25 (subnormal), so
 the output moves by at most p_rounding = (2^-11 + n * 2^-25) * max|V| for n tokens.
 
-The CDNA4 forms (fp8 "e4m3", MXFP4 "waves") quantize Q to e4m3 in the
+The CDNA4 forms (fp8 "e4m3_waves", MXFP4 "waves") quantize Q to e4m3 in the
 kernel, with a power-of-two scale per head (amax into [128, 256)): their reference is the
 same attention on that quantized Q (q_e4m3 below, written from the rule, rounding by
 torch's own e4m3 conversion), so the bounds above still hold for the MXFP4 forms, whose
-other operands are exact under the interpreter. The fp8 "e4m3" form also rounds P * 2^8
+other operands are exact under the interpreter. The fp8 "e4m3_waves" form also rounds P * 2^8
 to e4m3: each weight moves by at most 2^-4 of itself, or 2^-18 in e4m3's subnormal range,
 so output element j moves by at most 2^-4 * A_j + n * 2^-18 * max|V| (A_j: the same
 attention over |V|); those roundings are independent and zero-mean, so the relative RMS
@@ -191,18 +191,22 @@ def test_fp8_matches_fp64_attention(lengths, launch):
 
 
 # The CDNA4 forms on the same lengths, splits and merges, at the tiles they are offered with.
-# The MXFP4 "waves" form: 32 tokens a group, so block_n 128 is 4 groups (4 waves), 64 two
-# and 32 one; with hw_convert (gfx950's convert instruction) the interpreter decodes by
+# The MXFP4 "waves" form: one group of block_n / num_warps rows a wave, 1 to 8 groups;
+# with hw_convert (gfx950's convert instruction) the interpreter decodes by
 # bit operations all the same, but the launch's plumbing is exercised.
-WAVES_CASES = [(n, dataclasses.replace(launch, form="waves", block_n=bn, hw_convert=cvt))
-               for (n, launch), bn, cvt in zip(MXFP4_CASES, [128, 128, 64, 128, 32, 128],
-                                               [False, True, False, True, False, True])]
-WAVES_CASES += [([1, 64, 31], L(2, 128, 4, 2, True, form="waves")), ([300, 0, 1], L(3, 128, 4, 1, form="waves"))]
-E4M3_CASES = [(n, dataclasses.replace(launch, form="e4m3", block_n=bn, num_stages=1))
-              for (n, launch), bn in zip(FP8_CASES, [64, 32, 64, 32, 64, 32])]
+MXFP4_WAVES_CASES = [(n, dataclasses.replace(launch, form="waves", block_n=bn, num_warps=warps, hw_convert=cvt))
+                     for (n, launch), (bn, warps), cvt in zip(MXFP4_CASES, [(128, 4), (128, 4), (64, 2), (128, 4),
+                                                                             (32, 1), (256, 8)],
+                                                              [False, True, False, True, False, True])]
+MXFP4_WAVES_CASES += [([1, 64, 31], L(2, 128, 4, 2, True, form="waves")), ([300, 0, 1], L(3, 128, 4, 1, form="waves"))]
+# The fp8 wave form at several group counts (num_warps) and group sizes (block_n / num_warps):
+# groups left wholly past a short sequence's end, 1 to 8 groups merged.
+WAVES_CASES = [(n, dataclasses.replace(launch, form="e4m3_waves", block_n=bn, num_warps=warps, num_stages=1))
+               for (n, launch), (bn, warps) in zip(FP8_CASES, [(128, 4), (64, 4), (32, 2), (128, 8), (128, 4),
+                                                               (64, 2)])]
 
 
-@pytest.mark.parametrize("lengths,launch", WAVES_CASES)
+@pytest.mark.parametrize("lengths,launch", MXFP4_WAVES_CASES)
 def test_mxfp4_waves_form_matches_fp64_attention_on_e4m3_q(lengths, launch):
     """dot_scaled is emulated under the interpreter (decode + fp32 dot), and the
     hardware convert by the bit decode; everything but Q's e4m3 rounding is exact.
@@ -217,7 +221,7 @@ def test_mxfp4_waves_form_matches_fp64_attention_on_e4m3_q(lengths, launch):
 
 
 def assert_e4m3_p_close(out, q, kv, qo, kv_indptr):
-    """The fp8 e4m3 form against attention on its e4m3 Q: the P rounding's bounds."""
+    """The fp8 e4m3_waves form against attention on its e4m3 Q: the P rounding's bounds."""
     ref = attention_ref(q_e4m3(q, 576), kv, qo, kv_indptr)
     n_tokens = int((kv_indptr[1:] - kv_indptr[:-1]).max())
     bound = 2.0 ** -4 * attention_abs_v(q_e4m3(q, 576), kv, qo, kv_indptr) + n_tokens * 2.0 ** -18 * kv[:, :512].abs().max()
@@ -227,8 +231,8 @@ def assert_e4m3_p_close(out, q, kv, qo, kv_indptr):
     assert relative_rms <= 2.0 ** -4 / 3 ** 0.5, relative_rms
 
 
-@pytest.mark.parametrize("lengths,launch", E4M3_CASES)
-def test_fp8_e4m3_form_matches_fp64_attention_on_e4m3_q(lengths, launch):
+@pytest.mark.parametrize("lengths,launch", WAVES_CASES)
+def test_fp8_e4m3_waves_form_matches_fp64_attention_on_e4m3_q(lengths, launch):
     gen = torch.Generator().manual_seed(sum(lengths) + launch.num_splits)
     qo, kv_indptr = make_indptr(lengths)
     buf, scale, kv = make_fp8(int(kv_indptr[-1]), gen)
@@ -236,7 +240,7 @@ def test_fp8_e4m3_form_matches_fp64_attention_on_e4m3_q(lengths, launch):
     assert_e4m3_p_close(run_fp8(q, buf, scale, qo, kv_indptr, launch), q, kv, qo, kv_indptr)
 
 
-def test_fp8_e4m3_form_is_exact_where_p_is():
+def test_fp8_e4m3_waves_form_is_exact_where_p_is():
     """Q zero on the nope dims and one rope row for all tokens: every score is equal,
     every P is 1 (exact in e4m3 after * 2^8), so the output is the mean of V to fp32
     rounding: a wrong V row, column or scale shows at once."""
@@ -251,7 +255,7 @@ def test_fp8_e4m3_form_is_exact_where_p_is():
     q = q.bfloat16()
     ref = attention_ref(q, kv, qo, kv_indptr)
     assert torch.allclose(ref[1], kv[5:75, :512].mean(0).expand(16, 512), atol=1e-12)
-    assert_close(run_fp8(q, buf, scale, qo, kv_indptr, L(3, 64, 4, 1, form="e4m3")), ref)
+    assert_close(run_fp8(q, buf, scale, qo, kv_indptr, L(3, 128, 4, 1, form="e4m3_waves")), ref)
 
 
 def test_e4m3_rounding_under_the_interpreter_is_torchs():
@@ -315,11 +319,18 @@ def test_fp8_query_scaling_reaches_the_bf16_range():
     assert torch.allclose(ref[0, 5:10], mean_v.expand(5, 512), atol=1e-9)  # flat softmax
     assert any(torch.allclose(ref[0, 0], row, atol=1e-9) for row in v[:37, :512])  # one-hot
     assert_close(run_fp8(q, buf, scale, qo, kv_indptr, L(2, 32, 4, 2)), ref, fp16_p_rounding(v[:, :512], 64))
-    # The e4m3 form scales each head into e4m3's range the same way.
-    assert_e4m3_p_close(run_fp8(q, buf, scale, qo, kv_indptr, L(2, 64, 4, 1, form="e4m3")), q, v, qo, kv_indptr)
+    # The e4m3_waves form scales each head into e4m3's range the same way.
+    assert_e4m3_p_close(run_fp8(q, buf, scale, qo, kv_indptr, L(2, 128, 4, 1, form="e4m3_waves")), q, v, qo,
+                        kv_indptr)
 
 
 MXFP4_FORMS = sub.KERNEL_FORMS["mxfp4"]
+
+
+def form_launch(splits, form):
+    """The MXFP4 form at its first offered tile (num_stages 2, no occupancy hint)."""
+    block_n, num_warps, _, _ = sub._FORM_TILES[("mxfp4", form)][0]
+    return L(splits, block_n, num_warps, 2, form=form)
 
 
 def mxfp4_query(q, form):
@@ -335,7 +346,7 @@ def test_mxfp4_dtype_spellings_and_layouts_agree(form):
     buf, scales = make_mxfp4(71, 120, 132, gen=gen)
     q = torch.randn(2, 16, 576, generator=gen).bfloat16()
     ref = attention_ref(mxfp4_query(q, form), dequant_mxfp4(buf, scales), qo, kv_indptr)
-    launch = L(2, 32, 4, 2, form=form)
+    launch = form_launch(2, form)
     fp4 = buf.view(torch.float4_e2m1fn_x2)
     e8m0 = scales.view(torch.float8_e8m0fnu)
     column_major = scales.t().contiguous().t()
@@ -358,7 +369,7 @@ def test_mxfp4_bottom_of_e8m0_range(form):
     q = torch.randn(2, 16, 576, generator=gen).bfloat16()
     ref = attention_ref(q, dequant_mxfp4(buf, scales), qo, kv_indptr)
     assert ref[0].abs().min() == 2.0 ** -126 and ref.abs().max() < 2.0 ** -122
-    out = run_mxfp4(q, buf, scales, qo, kv_indptr, L(2, 32, 4, 2, form=form))
+    out = run_mxfp4(q, buf, scales, qo, kv_indptr, form_launch(2, form))
     assert torch.equal(out.double(), ref)
 
 
@@ -377,7 +388,7 @@ def test_mxfp4_top_of_e8m0_range(form):
     q[:, :, 128:288] = 0
     ref = attention_ref(mxfp4_query(q, form), dequant_mxfp4(buf, scales), qo, kv_indptr)
     assert ref.abs().max() > 2.0 ** 126
-    assert_close(run_mxfp4(q, buf, scales, qo, kv_indptr, L(2, 32, 4, 2, form=form)), ref)
+    assert_close(run_mxfp4(q, buf, scales, qo, kv_indptr, form_launch(2, form)), ref)
 
 
 @pytest.mark.parametrize("form", MXFP4_FORMS)
@@ -389,7 +400,7 @@ def test_bad_indptr_is_clamped_to_the_buffer(form):
     qo = torch.arange(4, dtype=torch.int32)
     kv_indptr = torch.tensor([0, 40, 1000, 30], dtype=torch.int32)
     ref = attention_ref(mxfp4_query(q, form), dequant_mxfp4(buf, scales), qo, kv_indptr)
-    out = run_mxfp4(q, buf, scales, qo, kv_indptr, L(3, 32, 4, 2, form=form))
+    out = run_mxfp4(q, buf, scales, qo, kv_indptr, form_launch(3, form))
     assert_close(out, ref)
     assert (out[2] == 0).all() and (out[1] != 0).any()
 
@@ -448,24 +459,34 @@ def test_launch_candidates():
 
 def test_launch_candidates_on_gfx950():
     """The MI355X gets only the CDNA4 forms (the others run at one wave a SIMD there, see
-    bench/gfx950_report.py), with the AMD occupancy hint; 256 CUs set the splits."""
-    for fmt, form in (("fp8", "e4m3"), ("mxfp4", "waves")):
+    bench/gfx950_report.py), with the AMD occupancy hint. Its splits are the fewest that
+    give each of the 256 CUs a program, at least one tile a split; twice as many follow."""
+    for fmt, form in (("fp8", "e4m3_waves"), ("mxfp4", "waves")):
         for (batch, length) in MEASURED_BEST:
             cands = sub.triton_launch_candidates(fmt, batch, length, 256, "gfx950")
             assert {c.form for c in cands} == {form} and all(c.waves_per_eu >= 2 for c in cands)
             # gfx950's convert instruction for the MXFP4 form there, and nowhere else
             assert all(c.hw_convert == (fmt == "mxfp4") for c in cands)
             assert not any(c.hw_convert for c in sub.triton_launch_candidates(fmt, batch, length, 132, "sm_90"))
-            assert cands[0].num_splits == min(64, max(1, 512 // batch), length // 64)
+            first = cands[0]
+            tiles_a_split = length // first.num_splits // first.block_n
+            assert batch * first.num_splits >= 256 or first.num_splits == 64 or tiles_a_split == 1, (batch, length)
+            assert tiles_a_split >= 1 and (first.num_splits == 1 or batch * first.num_splits // 2 < 256)
+            if first.num_splits * 2 <= min(64, length // first.block_n):
+                assert sub.dataclasses.replace(first, num_splits=first.num_splits * 2) in cands
+    expected = {(4, 1024): 8, (4, 8192): 64, (32, 1024): 8, (32, 8192): 8, (64, 1024): 4, (64, 8192): 4,
+                (256, 1024): 1, (256, 8192): 1}
+    for (batch, length), splits in expected.items():
+        assert sub.triton_launch_candidates("fp8", batch, length, 256, "gfx950")[0].num_splits == splits
 
 
 def test_forced_form(monkeypatch):
     """MLA_ROUTE=<route>:<form> offers that form alone, with its own tiles, on any device;
     a form of another format or an unknown one is refused by name."""
-    cands = sub.triton_launch_candidates("fp8", 64, 8192, 132, "sm_90", form="e4m3")
-    assert cands and {c.form for c in cands} == {"e4m3"}
-    monkeypatch.setenv("MLA_ROUTE", "triton_fp8:e4m3")
-    assert sub.forced_route() == ("triton_fp8", "e4m3")
+    cands = sub.triton_launch_candidates("fp8", 64, 8192, 132, "sm_90", form="e4m3_waves")
+    assert cands and {c.form for c in cands} == {"e4m3_waves"}
+    monkeypatch.setenv("MLA_ROUTE", "triton_fp8:e4m3_waves")
+    assert sub.forced_route() == ("triton_fp8", "e4m3_waves")
     monkeypatch.setenv("MLA_ROUTE", "triton_mxfp4")
     assert sub.forced_route() == ("triton_mxfp4", "")
     for bad in ("triton_fp8:scaled", "triton_mxfp4:f16", "torch:e4m3", "triton_fp8:"):
