@@ -708,28 +708,33 @@ _TL_V_CHUNK = tl.constexpr(64)  # V's columns the MXFP4 waves form decodes at a 
 
 @triton.jit
 def _e2m1_words_to_pairs(words, scales, HW_CONVERT: tl.constexpr):
-    # words (..., 4 * blocks) uint32, four code bytes each; scales (..., blocks) e8m0
+    # words (rows, 4 * blocks) uint32, four code bytes each; scales (rows, blocks) e8m0
     # bytes -> four uint32 tensors shaped like words, byte j's two values in pairs_j as
     # two bf16 (low half: the low nibble, the even column), times the block's scale.
     # HW_CONVERT: gfx950's v_cvt_scalef32_pk_bf16_fp4, one instruction a byte (op_sel
     # picks the byte, as LLVM encodes llvm.amdgcn.cvt.scalef32.pk.bf16.fp4); otherwise
-    # the same values by bit operations (any GPU, the interpreter). e2m1 times 2^k is
-    # exact in bf16 and fp32 alike, so the two agree bit for bit. The scale is fp32
-    # 2^(s-127), s = 0 as the subnormal 2^-127.
+    # the same values by bit operations (any GPU, the interpreter), the scale exact down
+    # to s = 0 (the subnormal 2^-127). e2m1 times 2^k is exact in bf16 and fp32 alike,
+    # so the two agree bit for bit but in blocks of scale byte 0.
     ROWS: tl.constexpr = words.shape[0]
     BLOCKS: tl.constexpr = scales.shape[1]
-    scale = tl.broadcast_to(_e8m0_to_f32(scales)[:, :, None], (ROWS, BLOCKS, words.shape[1] // BLOCKS))
-    scale = scale.reshape(words.shape)
     if HW_CONVERT:
+        # The scale operand 2^(s-127) as fp32 bits s << 23, as Triton's own e8m0 upcast
+        # builds it: s = 0 gives +0.0 instead of 2^-127, so a block of scale byte 0
+        # (values below 2^-124) decodes to zeros here.
+        scale = tl.broadcast_to((scales.to(tl.uint32) << 23)[:, :, None], (ROWS, BLOCKS, words.shape[1] // BLOCKS))
+        scale = scale.reshape(words.shape)
         pairs = tl.inline_asm_elementwise(
             "v_cvt_scalef32_pk_bf16_fp4 $0, $4, $5\n"
             "v_cvt_scalef32_pk_bf16_fp4 $1, $4, $5 op_sel:[1,0,0]\n"
             "v_cvt_scalef32_pk_bf16_fp4 $2, $4, $5 op_sel:[0,1,0]\n"
             "v_cvt_scalef32_pk_bf16_fp4 $3, $4, $5 op_sel:[1,1,0]",
-            "=&v,=&v,=&v,=&v,v,v", [words, scale.to(tl.uint32, bitcast=True)],
+            "=&v,=&v,=&v,=&v,v,v", [words, scale],
             dtype=(tl.uint32, tl.uint32, tl.uint32, tl.uint32), is_pure=True, pack=1)
         return pairs[0], pairs[1], pairs[2], pairs[3]
     else:
+        scale = tl.broadcast_to(_e8m0_to_f32(scales)[:, :, None], (ROWS, BLOCKS, words.shape[1] // BLOCKS))
+        scale = scale.reshape(words.shape)
         return (_e2m1_byte_to_pair(words, scale, 0), _e2m1_byte_to_pair(words, scale, 8),
                 _e2m1_byte_to_pair(words, scale, 16), _e2m1_byte_to_pair(words, scale, 24))
 
