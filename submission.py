@@ -778,21 +778,23 @@ def _decode_e2m1_words(words, scales, OUT_DTYPE: tl.constexpr, HW_CONVERT: tl.co
 
 
 @triton.jit
-def _score_part(acc, row_codes, row_scales, stride_sc, q_t, PART: tl.constexpr, EMULATE: tl.constexpr):
+def _score_part(acc, row_codes, row_scales, stride_sc, q_t, q_t_scales, PART: tl.constexpr, EMULATE: tl.constexpr):
     # acc (rows, 16) + K.Q^T over the nope dims 128 * PART onwards, tokens as M: the
     # tile's e2m1 codes (rows, 64 bytes) with their e8m0 scales (rows, 4) by
-    # tl.dot_scaled against e4m3 Q^T (128, 16). A quarter at a time: the whole 512 dims
-    # at once spilled on gfx950. Under the interpreter, which cannot run dot_scaled, the
-    # same product over the decoded values in fp32.
+    # tl.dot_scaled against e4m3 Q^T (128, 16) with its e8m0 scales (16, 4): each head's
+    # power-of-two inverse, which the scaled MFMA applies. A quarter at a time: the whole
+    # 512 dims at once spilled on gfx950. Under the interpreter, which cannot run
+    # dot_scaled, the same product over the decoded values in fp32 (a head's blocks all
+    # carry the same scale: their max is it).
     scales = tl.load(row_scales + (tl.arange(0, _TL_NOPE // 128) + PART * _TL_NOPE // 128)[None, :] * stride_sc)
     if EMULATE:
         row_words = row_codes.to(tl.pointer_type(tl.uint32))
         words = tl.load(row_words + (tl.arange(0, _TL_NOPE // 32) + PART * _TL_NOPE // 32)[None, :])
         k = _decode_e2m1_words(words, scales, tl.float32, False)
-        return tl.dot(k, q_t.to(tl.float32), acc=acc)
+        return tl.dot(k, q_t.to(tl.float32) * tl.max(_e8m0_to_f32(q_t_scales), 1)[None, :], acc=acc)
     else:
         codes = tl.load(row_codes + (tl.arange(0, _TL_NOPE // 8) + PART * _TL_NOPE // 8)[None, :])
-        return tl.dot_scaled(codes, scales, "e2m1", q_t, None, "e4m3", acc=acc)
+        return tl.dot_scaled(codes, scales, "e2m1", q_t, q_t_scales, "e4m3", acc=acc)
 
 
 @triton.jit
@@ -839,6 +841,9 @@ def _attend_mxfp4_waves(q_nope, q_pe, kv_ptr, sc_ptr, lo, hi, qk_scale, stride_k
     CONVERT: tl.constexpr = HW_CONVERT and not EMULATE  # the interpreter runs no assembly
     qn = q_nope.to(tl.float32)
     q_scale, q_inverse = _head_e4m3_scale(tl.max(tl.abs(qn), 1))
+    # q_inverse (a power of two per head, 2^-126 .. 2^126) as the e8m0 scale of each of
+    # Q's 32-dim blocks in a 128-dim part: the scores need no multiply by it.
+    q_t_scales = tl.broadcast_to(((q_inverse.to(tl.int32, bitcast=True) >> 23).to(tl.uint8))[:, None], (_TL_HEADS, 4))
     q0, q1, q2, q3 = _row_quarters(tl.trans(_to_e4m3(qn * q_scale[:, None], EMULATE)))  # Q^T's 128-dim parts
     q_pe_t = tl.trans(q_pe.to(DOT_DTYPE))
     m_i, l_i, acc0 = _empty_group_state(GROUPS, _TL_V_CHUNK)
@@ -855,12 +860,12 @@ def _attend_mxfp4_waves(q_nope, q_pe, kv_ptr, sc_ptr, lo, hi, qk_scale, stride_k
         pe_words = tl.load(row_words + (tl.arange(0, _TL_ROPE // 8) + _TL_NOPE // 8)[None, :])
         k_pe = _decode_e2m1_words(pe_words, pe_scales, DOT_DTYPE, CONVERT)
         s = tl.zeros([BLOCK_N, _TL_HEADS], tl.float32)
-        s = _score_part(s, row_codes, row_scales, stride_sc, q0, 0, EMULATE)
-        s = _score_part(s, row_codes, row_scales, stride_sc, q1, 1, EMULATE)
-        s = _score_part(s, row_codes, row_scales, stride_sc, q2, 2, EMULATE)
-        s = _score_part(s, row_codes, row_scales, stride_sc, q3, 3, EMULATE)
+        s = _score_part(s, row_codes, row_scales, stride_sc, q0, q_t_scales, 0, EMULATE)
+        s = _score_part(s, row_codes, row_scales, stride_sc, q1, q_t_scales, 1, EMULATE)
+        s = _score_part(s, row_codes, row_scales, stride_sc, q2, q_t_scales, 2, EMULATE)
+        s = _score_part(s, row_codes, row_scales, stride_sc, q3, q_t_scales, 3, EMULATE)
         # the rope dims exactly: decoded K against bf16 Q
-        s = tl.dot(k_pe, q_pe_t, acc=s * q_inverse[None, :])
+        s = tl.dot(k_pe, q_pe_t, acc=s)
         s = tl.where(row_ok[:, None], s * qk_scale, float("-inf"))  # log2 domain
         s = tl.permute(s.reshape(GROUPS, TOKENS, _TL_HEADS), (0, 2, 1))
         p, alpha, m_i, l_i = _group_softmax_step(s, m_i, l_i)
