@@ -824,6 +824,12 @@ def _row_quarters(x):
 
 
 @triton.jit
+def _join_column_halves(left, right):
+    # Two [R, C] column blocks side by side -> [R, 2C].
+    return tl.permute(tl.join(left, right), (0, 2, 1)).reshape(left.shape[0], 2 * left.shape[1])
+
+
+@triton.jit
 def _attend_mxfp4_waves(q_nope, q_pe, kv_ptr, sc_ptr, lo, hi, qk_scale, stride_kv, stride_sr, stride_sc,
                         BLOCK_N: tl.constexpr, GROUPS: tl.constexpr, HW_CONVERT: tl.constexpr,
                         EMULATE: tl.constexpr):
@@ -878,16 +884,14 @@ def _attend_mxfp4_waves(q_nope, q_pe, kv_ptr, sc_ptr, lo, hi, qk_scale, stride_k
         acc5 = _value_part(acc5, alpha, p, row_words, row_scales, stride_sc, 5, DOT_DTYPE, CONVERT)
         acc6 = _value_part(acc6, alpha, p, row_words, row_scales, stride_sc, 6, DOT_DTYPE, CONVERT)
         acc7 = _value_part(acc7, alpha, p, row_words, row_scales, stride_sc, 7, DOT_DTYPE, CONVERT)
-    # The groups merged once, a chunk at a time. Then the chunks side by side: the inner
-    # joins pair chunks 4 apart, the next 2 apart, the outer 1 apart, so with those three
-    # axes moved in front of the columns chunk c lands at c * 64. (Joining pairs and then
-    # quarters left a VGPR spilled across the loop on gfx950.)
+    # The groups merged once, a chunk at a time, then the chunks side by side: each half
+    # of the columns from its four chunks, then the two halves. (Two other orders of the
+    # same joins each left a VGPR spilled across the loop in one specialization on gfx950.)
     w, m, l = _group_merge_weights(m_i, l_i)
     w = w[:, :, None]
     o0, o1, o2, o3 = _sum_groups(acc0 * w), _sum_groups(acc1 * w), _sum_groups(acc2 * w), _sum_groups(acc3 * w)
     o4, o5, o6, o7 = _sum_groups(acc4 * w), _sum_groups(acc5 * w), _sum_groups(acc6 * w), _sum_groups(acc7 * w)
-    o = tl.join(tl.join(tl.join(o0, o4), tl.join(o2, o6)), tl.join(tl.join(o1, o5), tl.join(o3, o7)))
-    return tl.permute(o, (0, 2, 3, 4, 1)).reshape(_TL_HEADS, _TL_NOPE), m, l
+    return _join_column_halves(_join_column_quarters(o0, o1, o2, o3), _join_column_quarters(o4, o5, o6, o7)), m, l
 
 
 @triton.jit(do_not_specialize=["total_q", "kv_rows", "num_splits"])
