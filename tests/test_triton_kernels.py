@@ -498,3 +498,17 @@ def test_forced_form(monkeypatch):
             sub.forced_route()
     with pytest.raises(ValueError, match="no fp8 kernel form"):
         sub.triton_launch_candidates("fp8", 4, 1024, 132, form="scaled")
+
+
+def test_mxfp4_waves_refuses_rows_not_4_byte_aligned():
+    """The waves form loads the codes as 4-byte words: a row stride or a start address
+    that is not a multiple of 4 is refused by name; the bf16 form takes the same bytes."""
+    scales = torch.zeros((3, 18), dtype=torch.uint8)
+    wide = torch.zeros((3, 290), dtype=torch.uint8)
+    for buf in (wide[:, :288], wide.view(-1)[1:1 + 3 * 288].view(3, 288)):
+        assert buf.stride(0) % 4 or buf.data_ptr() % 4
+        with pytest.raises(ValueError, match="4-byte aligned"):
+            sub.triton_kv_operands({"mxfp4": (buf, scales)}, "mxfp4", L(1, 128, 4, 1, form="waves"))
+        assert sub.triton_kv_operands({"mxfp4": (buf, scales)}, "mxfp4", L(1, 32, 4, 1, form="bf16"))[0] is not None
+    aligned = torch.zeros((3, 288), dtype=torch.uint8)
+    assert sub.triton_kv_operands({"mxfp4": (aligned, scales)}, "mxfp4", L(1, 128, 4, 1, form="waves"))[0] is aligned
