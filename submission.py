@@ -34,11 +34,11 @@ import triton.language as tl
 #   fp8   e4m3_waves  fp8 x fp8 (CDNA4's native MFMA): Q to e4m3 per head, P * 2^8 to
 #                 e4m3; each wave owns its own tokens (a wave form, below).
 #   mxfp4 bf16    K/V decoded to bf16 in registers, one decode for both products.
-#   mxfp4 scaled  Q.K^T over the 512 nope dims by tl.dot_scaled (e4m3 Q x e2m1 K with the
-#                 cache's e8m0 scales: CDNA4's scaled MFMA); the 64 rope dims and P.V in
-#                 bf16 on decoded values, V kept as even and odd columns until the end.
-#   mxfp4 scaled_cvt  as scaled, decoding V from 4-byte words with gfx950's
-#                 v_cvt_scalef32_pk_bf16_fp4, one instruction a byte (two values).
+#   mxfp4 waves   each wave owns its own tokens: Q.K^T over the 512 nope dims by
+#                 tl.dot_scaled (e4m3 Q x e2m1 K with the cache's e8m0 scales: CDNA4's
+#                 scaled MFMA), the 64 rope dims and P.V in bf16 on decoded values; on
+#                 gfx950 (hw_convert) decoded by v_cvt_scalef32_pk_bf16_fp4, one
+#                 instruction a byte, elsewhere by bit operations.
 # V's block scales run along the output columns, so P.V cannot take them as dot_scaled's
 # scales; the decode applies them. Under TRITON_INTERPRET the kernels get EMULATE: what
 # the interpreter lacks or gets wrong is computed another way, exactly for fp8 rounding,
@@ -80,9 +80,9 @@ _TL_NOPE = tl.constexpr(512)
 _TL_ROPE = tl.constexpr(64)
 
 # The forms of each format's kernel (see above); the first is the portable default.
-KERNEL_FORMS = {"fp8": ("f16", "e4m3_waves"), "mxfp4": ("bf16", "scaled", "scaled_cvt")}
+KERNEL_FORMS = {"fp8": ("f16", "e4m3_waves"), "mxfp4": ("bf16", "waves")}
 # The forms whose tile is num_warps token groups, one a wave (see above).
-_WAVE_FORMS = {"fp8_e4m3_waves"}
+_WAVE_FORMS = {"fp8_e4m3_waves", "mxfp4_waves", "mxfp4_waves_cvt"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -96,6 +96,7 @@ class TritonLaunch:
     combine_in_kernel: bool = False
     form: str = ""        # one of KERNEL_FORMS[format]; "" is the format's first
     waves_per_eu: int = 0  # AMD only: the occupancy the register allocator aims for (0: none)
+    hw_convert: bool = False  # gfx950 only: the MXFP4 "waves" form decodes by its convert instruction
 
 
 @dataclasses.dataclass(frozen=True)
@@ -119,16 +120,16 @@ _FORM_TILES = {
     ("fp8", "f16"): [(32, 4, 3, 0), (64, 8, 3, 0)],
     ("mxfp4", "bf16"): [(32, 4, 1, 0), (64, 8, 1, 0)],
     ("fp8", "e4m3_waves"): [(128, 4, 1, 2)],
-    ("mxfp4", "scaled"): [(32, 4, 1, 2)],
-    ("mxfp4", "scaled_cvt"): [(64, 4, 1, 2), (32, 4, 1, 2)],
+    ("mxfp4", "waves"): [(128, 4, 1, 2)],
 }
 _IDLE_SM_FORMS = {("fp8", "f16"), ("mxfp4", "bf16")}
+_CONVERT_FORMS = {"waves"}  # forms that take gfx950's convert instruction there (hw_convert)
 # The forms offered per architecture, first the one whose launches lead the candidates.
 # The CDNA4 forms are extra candidates elsewhere too (Triton lowers fp8 dots and
 # dot_scaled everywhere); gfx950's convert instruction exists only there.
 _ARCH_FORMS = {
-    "gfx950": {"fp8": ("e4m3_waves",), "mxfp4": ("scaled_cvt",)},
-    "": {"fp8": ("f16", "e4m3_waves"), "mxfp4": ("bf16", "scaled")},
+    "gfx950": {"fp8": ("e4m3_waves",), "mxfp4": ("waves",)},
+    "": {"fp8": ("f16", "e4m3_waves"), "mxfp4": ("bf16", "waves")},
 }
 
 
@@ -192,7 +193,8 @@ def _fill_once_splits(batch: int, max_kv_len: int, num_cus: int, min_split_token
 def _launch(splits: int, tile: tuple, form: str, arch: str) -> TritonLaunch:
     block_n, num_warps, num_stages, waves_per_eu = tile
     return TritonLaunch(splits, block_n, num_warps, num_stages, form=form,
-                        waves_per_eu=waves_per_eu if arch.startswith("gfx") else 0)
+                        waves_per_eu=waves_per_eu if arch.startswith("gfx") else 0,
+                        hw_convert=form in _CONVERT_FORMS and arch == "gfx950")
 
 
 def make_triton_scratch(batch: int, launch: TritonLaunch, device) -> TritonScratch:
@@ -225,9 +227,9 @@ def _mxfp4_operands(kv_fp4, kv_scales, launch):
         # Triton 3.6), right in the interpreter and at 32 and 64; cause not established.
         raise ValueError("the MXFP4 kernel needs block_n >= 32")
     kv_fp4 = kv_fp4 if kv_fp4.dtype == torch.uint8 else kv_fp4.view(torch.uint8)
-    if launch.form == "scaled_cvt" and (kv_fp4.data_ptr() % 4 or kv_fp4.stride(0) % 4):
-        # That form reads V as 4-byte words; an unaligned word load is not risked.
-        raise ValueError("the mxfp4 form scaled_cvt needs 4-byte aligned rows "
+    if launch.form == "waves" and (kv_fp4.data_ptr() % 4 or kv_fp4.stride(0) % 4):
+        # That form reads the codes as 4-byte words; an unaligned word load is not risked.
+        raise ValueError("the mxfp4 form waves needs 4-byte aligned rows "
                          f"(address {kv_fp4.data_ptr():#x}, row stride {kv_fp4.stride(0)})")
     return kv_fp4, kv_scales if kv_scales.dtype == torch.uint8 else kv_scales.view(torch.uint8)
 
@@ -245,19 +247,22 @@ def _check_form(kv_format: str, form: str) -> None:
 
 
 def kernel_form(kv_format: str, launch) -> str:
-    """The launch's form, checked: "<format>_<form>", as the decode kernel's KV_FORM."""
+    """The launch's form, checked: "<format>_<form>", as the decode kernel's KV_FORM
+    ("_cvt" appended where the launch takes gfx950's convert instruction)."""
     form = launch.form or KERNEL_FORMS[kv_format][0]
     _check_form(kv_format, form)
-    return f"{kv_format}_{form}"
+    if launch.hw_convert and form not in _CONVERT_FORMS:
+        raise ValueError(f"the {kv_format} form {form!r} has no convert-instruction variant")
+    return f"{kv_format}_{form}" + ("_cvt" if launch.hw_convert else "")
 
 
 def decode_tails(q, kv, kv_scale, kv_format: str, sm_scale: float, scratch, launch) -> tuple:
     """The arguments after the per-call tensors, all fixed by the shapes and strides a plan
     is keyed on: (decode kernel's, combine kernel's or None with one split)."""
     form = kernel_form(kv_format, launch)
-    if form == "mxfp4_scaled_cvt" and q.device.type == "cuda" and _device_sms_and_arch(q.device)[1] != "gfx950":
-        # Its convert instruction exists on gfx950 alone; elsewhere the compiler aborts.
-        raise ValueError("the mxfp4 form scaled_cvt runs on gfx950 only (or under the interpreter)")
+    if launch.hw_convert and q.device.type == "cuda" and _device_sms_and_arch(q.device)[1] != "gfx950":
+        # The convert instruction exists on gfx950 alone; elsewhere the compiler aborts.
+        raise ValueError("hw_convert launches run on gfx950 only (or under the interpreter)")
     stride_sr, stride_sc = kv_scale.stride() if kv_format == "mxfp4" else (0, 0)
     if kv_format == "fp8" and kv.stride(0) * launch.block_n >= 2 ** 31:
         raise ValueError(f"KV row stride {kv.stride(0)} too large for {launch.block_n}-row tiles "
@@ -698,109 +703,195 @@ def _attend_mxfp4_bf16(q_nope, q_pe, kv_ptr, sc_ptr, lo, hi, qk_scale, stride_kv
     return acc, m_i, l_i
 
 
+_TL_V_CHUNK = tl.constexpr(64)  # V's columns the MXFP4 waves form decodes at a time
+
+
 @triton.jit
-def _decode_e2m1(codes, scales, OUT_DTYPE: tl.constexpr):
-    # codes (BLOCK_N, 16 * blocks) bytes and scales (BLOCK_N, blocks) e8m0 bytes of whole
-    # 32-element blocks -> (even, odd) columns (BLOCK_N, 16 * blocks) of the values, by
-    # bit operations (any GPU, the interpreter). The values equal gfx950's convert's below:
-    # e2m1 times 2^k is exact in bf16.
-    BLOCK_N: tl.constexpr = codes.shape[0]
+def _e2m1_words_to_pairs(words, scales, HW_CONVERT: tl.constexpr):
+    # words (rows, 4 * blocks) uint32, four code bytes each; scales (rows, blocks) e8m0
+    # bytes -> four uint32 tensors shaped like words, byte j's two values in pairs_j as
+    # two bf16 (low half: the low nibble, the even column), times the block's scale.
+    # HW_CONVERT: gfx950's v_cvt_scalef32_pk_bf16_fp4, one instruction a byte (op_sel
+    # picks the byte, as LLVM encodes llvm.amdgcn.cvt.scalef32.pk.bf16.fp4); otherwise
+    # the same values by bit operations (any GPU, the interpreter), the scale exact down
+    # to s = 0 (the subnormal 2^-127). e2m1 times 2^k is exact in bf16 and fp32 alike,
+    # so the two agree bit for bit but in blocks of scale byte 0.
+    ROWS: tl.constexpr = words.shape[0]
     BLOCKS: tl.constexpr = scales.shape[1]
-    even, odd = _e2m1_pair_to_f32(codes.to(tl.uint32).reshape(BLOCK_N, BLOCKS, 16), _e8m0_to_f32(scales)[:, :, None])
-    return even.to(OUT_DTYPE).reshape(BLOCK_N, BLOCKS * 16), odd.to(OUT_DTYPE).reshape(BLOCK_N, BLOCKS * 16)
-
-
-@triton.jit
-def _bf16_pairs_to_columns(pairs0, pairs1, pairs2, pairs3):
-    # Four (rows, words) tensors of bf16 pairs, byte j of each word in pairs_j (low half:
-    # the even element) -> (even, odd) columns (rows, 4 * words), in column order.
-    ROWS: tl.constexpr = pairs0.shape[0]
-    COLUMNS: tl.constexpr = pairs0.shape[1] * 4
-    lo = [(p & 0xFFFF).to(tl.uint16).to(tl.bfloat16, bitcast=True) for p in (pairs0, pairs1, pairs2, pairs3)]
-    hi = [(p >> 16).to(tl.uint16).to(tl.bfloat16, bitcast=True) for p in (pairs0, pairs1, pairs2, pairs3)]
-    even = tl.join(tl.join(lo[0], lo[1]), tl.join(lo[2], lo[3])).reshape(ROWS, COLUMNS)
-    odd = tl.join(tl.join(hi[0], hi[1]), tl.join(hi[2], hi[3])).reshape(ROWS, COLUMNS)
-    return even, odd
-
-
-@triton.jit
-def _decode_e2m1_words_gfx950(words, scales):
-    # words (BLOCK_N, 4 * blocks) uint32, four code bytes each; scales (BLOCK_N, blocks)
-    # e8m0 bytes -> (even, odd) bf16 columns (BLOCK_N, 16 * blocks). gfx950's
-    # v_cvt_scalef32_pk_bf16_fp4 turns one byte of a register, chosen by op_sel (byte
-    # index 0-3, as LLVM encodes llvm.amdgcn.cvt.scalef32.pk.bf16.fp4), into two bf16
-    # (low half: the low nibble, the even element) times a scale: 4 instructions a word.
-    # The scale operand is the fp32 2^(s-127) built by a shift, as Triton's own upcast
-    # builds it (s = 0 gives +0.0 for 2^-127).
-    BLOCK_N: tl.constexpr = words.shape[0]
-    WORDS: tl.constexpr = words.shape[1]
-    scale_bits = tl.broadcast_to((scales.to(tl.uint32) << 23)[:, :, None], (BLOCK_N, WORDS // 4, 4))
-    pairs = tl.inline_asm_elementwise(
-        "v_cvt_scalef32_pk_bf16_fp4 $0, $4, $5\n"
-        "v_cvt_scalef32_pk_bf16_fp4 $1, $4, $5 op_sel:[1,0,0]\n"
-        "v_cvt_scalef32_pk_bf16_fp4 $2, $4, $5 op_sel:[0,1,0]\n"
-        "v_cvt_scalef32_pk_bf16_fp4 $3, $4, $5 op_sel:[1,1,0]",
-        "=&v,=&v,=&v,=&v,v,v", [words, scale_bits.reshape(BLOCK_N, WORDS)],
-        dtype=(tl.uint32, tl.uint32, tl.uint32, tl.uint32), is_pure=True, pack=1)
-    return _bf16_pairs_to_columns(pairs[0], pairs[1], pairs[2], pairs[3])
-
-
-@triton.jit
-def _scaled_scores(q_e4m3, codes, scales, EMULATE: tl.constexpr):
-    # q_e4m3 (16, 32 * blocks) . K^T for the MXFP4 rows codes (BLOCK_N, 16 * blocks),
-    # scales (BLOCK_N, blocks): tl.dot_scaled, or under the interpreter (which cannot run
-    # it) the same product over the decoded values in fp32.
-    if EMULATE:
-        even, odd = _decode_e2m1(codes, scales, tl.float32)
-        k = tl.join(even, odd).reshape(codes.shape[0], codes.shape[1] * 2)
-        return tl.dot(q_e4m3.to(tl.float32), tl.trans(k))
+    if HW_CONVERT:
+        # The scale operand 2^(s-127) as fp32 bits s << 23, as Triton's own e8m0 upcast
+        # builds it: s = 0 gives +0.0 instead of 2^-127, so a block of scale byte 0
+        # (values below 2^-124) decodes to zeros here.
+        scale = tl.broadcast_to((scales.to(tl.uint32) << 23)[:, :, None], (ROWS, BLOCKS, words.shape[1] // BLOCKS))
+        scale = scale.reshape(words.shape)
+        pairs = tl.inline_asm_elementwise(
+            "v_cvt_scalef32_pk_bf16_fp4 $0, $4, $5\n"
+            "v_cvt_scalef32_pk_bf16_fp4 $1, $4, $5 op_sel:[1,0,0]\n"
+            "v_cvt_scalef32_pk_bf16_fp4 $2, $4, $5 op_sel:[0,1,0]\n"
+            "v_cvt_scalef32_pk_bf16_fp4 $3, $4, $5 op_sel:[1,1,0]",
+            "=&v,=&v,=&v,=&v,v,v", [words, scale],
+            dtype=(tl.uint32, tl.uint32, tl.uint32, tl.uint32), is_pure=True, pack=1)
+        return pairs[0], pairs[1], pairs[2], pairs[3]
     else:
-        return tl.dot_scaled(q_e4m3, None, "e4m3", tl.trans(codes), scales, "e2m1")
+        scale = tl.broadcast_to(_e8m0_to_f32(scales)[:, :, None], (ROWS, BLOCKS, words.shape[1] // BLOCKS))
+        scale = scale.reshape(words.shape)
+        return (_e2m1_byte_to_pair(words, scale, 0), _e2m1_byte_to_pair(words, scale, 8),
+                _e2m1_byte_to_pair(words, scale, 16), _e2m1_byte_to_pair(words, scale, 24))
 
 
 @triton.jit
-def _attend_mxfp4_scaled(q_nope, q_pe, kv_ptr, sc_ptr, lo, hi, qk_scale, stride_kv, stride_sr, stride_sc,
-                         BLOCK_N: tl.constexpr, HW_CONVERT: tl.constexpr, EMULATE: tl.constexpr):
-    # Q.K^T over the 512 nope dims by dot_scaled (e4m3 Q with a power-of-two scale per
-    # head, e2m1 K with its block scales); the 64 rope dims and P.V in bf16 on decoded
-    # values. V stays as even and odd columns (two accumulators, interleaved once at the
-    # end), the rope dims are interleaved per tile (one dot: fewer instructions than two).
+def _e2m1_byte_to_pair(words, scale, SHIFT: tl.constexpr):
+    # The byte at SHIFT of each word -> its two values as bf16 bits in a uint32, as the
+    # convert instruction writes them (fp32 -> bf16 drops 16 zero bits: exact).
+    even, odd = _e2m1_pair_to_f32((words >> SHIFT) & 0xFF, scale)
+    return (even.to(tl.uint32, bitcast=True) >> 16) | (odd.to(tl.uint32, bitcast=True) & 0xFFFF0000)
+
+
+@triton.jit
+def _pair_halves(pair, OUT_DTYPE: tl.constexpr):
+    # A uint32 of two bf16 -> (low, high) as OUT_DTYPE (bf16: the bits as they are;
+    # fp32: exact, for the interpreter, whose bf16 dots are wrong).
+    if OUT_DTYPE == tl.float32:
+        return (pair << 16).to(tl.float32, bitcast=True), (pair & 0xFFFF0000).to(tl.float32, bitcast=True)
+    else:
+        return ((pair & 0xFFFF).to(tl.uint16).to(tl.bfloat16, bitcast=True),
+                (pair >> 16).to(tl.uint16).to(tl.bfloat16, bitcast=True))
+
+
+@triton.jit
+def _decode_e2m1_words(words, scales, OUT_DTYPE: tl.constexpr, HW_CONVERT: tl.constexpr):
+    # words (rows, 4 * blocks) uint32 and scales (rows, blocks) of whole 32-element
+    # blocks -> the values (rows, 32 * blocks) in column order: word w, byte j, nibble n
+    # is column 8w + 2j + n. The last join is the least significant index, so n is
+    # joined last and j's bits (j1 j0) before it; in bf16 the result is the pairs' own
+    # bits in memory order, and LLVM folds the repacking away.
+    ROWS: tl.constexpr = words.shape[0]
+    COLUMNS: tl.constexpr = words.shape[1] * 8
+    p0, p1, p2, p3 = _e2m1_words_to_pairs(words, scales, HW_CONVERT)
+    lo0, hi0 = _pair_halves(p0, OUT_DTYPE)
+    lo1, hi1 = _pair_halves(p1, OUT_DTYPE)
+    lo2, hi2 = _pair_halves(p2, OUT_DTYPE)
+    lo3, hi3 = _pair_halves(p3, OUT_DTYPE)
+    even = tl.join(tl.join(lo0, lo2), tl.join(lo1, lo3))
+    odd = tl.join(tl.join(hi0, hi2), tl.join(hi1, hi3))
+    return tl.join(even, odd).reshape(ROWS, COLUMNS)
+
+
+@triton.jit
+def _score_part(acc, row_codes, row_scales, stride_sc, q_t, q_t_scales, PART: tl.constexpr, EMULATE: tl.constexpr):
+    # acc (rows, 16) + K.Q^T over the nope dims 128 * PART onwards, tokens as M: the
+    # tile's e2m1 codes (rows, 64 bytes) with their e8m0 scales (rows, 4) by
+    # tl.dot_scaled against e4m3 Q^T (128, 16) with its e8m0 scales (16, 4): each head's
+    # power-of-two inverse, which the scaled MFMA applies. A quarter at a time: the whole
+    # 512 dims at once spilled on gfx950. Under the interpreter, which cannot run
+    # dot_scaled, the same product over the decoded values in fp32 (a head's blocks all
+    # carry the same scale: their max is it).
+    scales = tl.load(row_scales + (tl.arange(0, _TL_NOPE // 128) + PART * _TL_NOPE // 128)[None, :] * stride_sc)
+    if EMULATE:
+        row_words = row_codes.to(tl.pointer_type(tl.uint32))
+        words = tl.load(row_words + (tl.arange(0, _TL_NOPE // 32) + PART * _TL_NOPE // 32)[None, :])
+        k = _decode_e2m1_words(words, scales, tl.float32, False)
+        return tl.dot(k, q_t.to(tl.float32) * tl.max(_e8m0_to_f32(q_t_scales), 1)[None, :], acc=acc)
+    else:
+        codes = tl.load(row_codes + (tl.arange(0, _TL_NOPE // 8) + PART * _TL_NOPE // 8)[None, :])
+        return tl.dot_scaled(codes, scales, "e2m1", q_t, q_t_scales, "e4m3", acc=acc)
+
+
+@triton.jit
+def _value_part(acc, alpha, p, row_words, row_scales, stride_sc, CHUNK: tl.constexpr, DOT_DTYPE: tl.constexpr,
+                HW_CONVERT: tl.constexpr):
+    # acc (G, 16, _TL_V_CHUNK) * alpha + P (G, 16, 32) . V over V's columns from
+    # CHUNK * _TL_V_CHUNK, decoded from 4-byte words (8 columns a word, 32 a scale). A
+    # chunk at a time: the decoded tile takes fewer registers (128 columns and more
+    # spilled on gfx950) and less LDS on its way to the MFMA.
+    words = tl.load(row_words + (tl.arange(0, _TL_V_CHUNK // 8) + CHUNK * _TL_V_CHUNK // 8)[None, :],
+                    cache_modifier=".cg")
+    scales = tl.load(row_scales + (tl.arange(0, _TL_V_CHUNK // 32) + CHUNK * _TL_V_CHUNK // 32)[None, :] * stride_sc)
+    v = _decode_e2m1_words(words, scales, DOT_DTYPE, HW_CONVERT)
+    return tl.dot(p, v.reshape(p.shape[0], p.shape[2], _TL_V_CHUNK), acc=acc * alpha[:, :, None])
+
+
+@triton.jit
+def _row_quarters(x):
+    # x [4N, C] -> its four row blocks [N, C], top to bottom. (Splitting Q^T's rows, not
+    # Q's columns then transposing each: the latter left one VGPR spilled on gfx950.)
+    N: tl.constexpr = x.shape[0] // 4
+    COLUMNS: tl.constexpr = x.shape[1]
+    top, bottom = tl.split(tl.permute(x.reshape(2, 2 * N, COLUMNS), (1, 2, 0)))
+    x0, x1 = tl.split(tl.permute(top.reshape(2, N, COLUMNS), (1, 2, 0)))
+    x2, x3 = tl.split(tl.permute(bottom.reshape(2, N, COLUMNS), (1, 2, 0)))
+    return x0, x1, x2, x3
+
+
+@triton.jit
+def _join_column_halves(left, right):
+    # Two [R, C] column blocks side by side -> [R, 2C].
+    return tl.permute(tl.join(left, right), (0, 2, 1)).reshape(left.shape[0], 2 * left.shape[1])
+
+
+@triton.jit
+def _attend_mxfp4_waves(q_nope, q_pe, kv_ptr, sc_ptr, lo, hi, qk_scale, stride_kv, stride_sr, stride_sc,
+                        BLOCK_N: tl.constexpr, GROUPS: tl.constexpr, HW_CONVERT: tl.constexpr,
+                        EMULATE: tl.constexpr):
+    # Each wave owns its own tokens: a tile of BLOCK_N rows is GROUPS groups of T rows,
+    # one group a wave (GROUPS = num_warps), so no wave repeats another's scores or
+    # decode. Scores come tokens-as-M from dot_scaled (_score_part: the tile's rows as
+    # M, the 16 heads as N, so Triton lays the rows on the waves), viewed as
+    # [G, 16, T]; the online softmax runs per (group, head) with nothing crossing waves
+    # in the loop; O [G, 16, 512] += P.V per group (3-D dots batched over the groups),
+    # V decoded from 4-byte words in column order. The groups are merged once, after the
+    # loop. Q.K^T in four 128-dim parts and V in eight 64-column chunks: whole, they
+    # spilled on gfx950 (a wave holds O's 128 registers throughout).
+    TOKENS: tl.constexpr = BLOCK_N // GROUPS
     DOT_DTYPE: tl.constexpr = tl.float32 if EMULATE else tl.bfloat16
     CONVERT: tl.constexpr = HW_CONVERT and not EMULATE  # the interpreter runs no assembly
     qn = q_nope.to(tl.float32)
     q_scale, q_inverse = _head_e4m3_scale(tl.max(tl.abs(qn), 1))
-    q_nope = _to_e4m3(qn * q_scale[:, None], EMULATE)
-    q_pe = q_pe.to(DOT_DTYPE)
-    m_i, l_i, acc_even = _empty_softmax_state(_TL_NOPE // 2)
-    acc_odd = tl.zeros([_TL_HEADS, _TL_NOPE // 2], tl.float32)
+    # q_inverse (a power of two per head, 2^-126 .. 2^126) as the e8m0 scale of each of
+    # Q's 32-dim blocks in a 128-dim part: the scores need no multiply by it.
+    q_t_scales = tl.broadcast_to(((q_inverse.to(tl.int32, bitcast=True) >> 23).to(tl.uint8))[:, None], (_TL_HEADS, 4))
+    q0, q1, q2, q3 = _row_quarters(tl.trans(_to_e4m3(qn * q_scale[:, None], EMULATE)))  # Q^T's 128-dim parts
+    q_pe_t = tl.trans(q_pe.to(DOT_DTYPE))
+    m_i, l_i, acc0 = _empty_group_state(GROUPS, _TL_V_CHUNK)
+    acc1, acc2, acc3, acc4 = tl.zeros_like(acc0), tl.zeros_like(acc0), tl.zeros_like(acc0), tl.zeros_like(acc0)
+    acc5, acc6, acc7 = tl.zeros_like(acc0), tl.zeros_like(acc0), tl.zeros_like(acc0)
     for start in range(lo, hi, BLOCK_N):
+        # Rows past hi repeat row hi - 1 (loads need no predicate) and score -inf.
         row_ok = start + tl.arange(0, BLOCK_N) < hi
-        rows = tl.minimum(start + tl.arange(0, BLOCK_N), hi - 1)
-        row_codes = kv_ptr + rows.to(tl.int64)[:, None] * stride_kv
-        row_scales = sc_ptr + rows.to(tl.int64)[:, None] * stride_sr
-        codes = tl.load(row_codes + tl.arange(0, _TL_NOPE // 2)[None, :])
-        scales = tl.load(row_scales + tl.arange(0, _TL_NOPE // 32)[None, :] * stride_sc)
+        rows = tl.minimum(start + tl.arange(0, BLOCK_N), hi - 1).to(tl.int64)
+        row_codes = kv_ptr + rows[:, None] * stride_kv
+        row_words = row_codes.to(tl.pointer_type(tl.uint32))  # _mxfp4_operands checks alignment
+        row_scales = sc_ptr + rows[:, None] * stride_sr
         pe_scales = tl.load(row_scales + (tl.arange(0, _TL_ROPE // 32) + _TL_NOPE // 32)[None, :] * stride_sc)
-        if CONVERT:  # the rope and V bytes as 4-byte words (_mxfp4_operands checks alignment)
-            row_words = row_codes.to(tl.pointer_type(tl.uint32))
-            k_pe_even, k_pe_odd = _decode_e2m1_words_gfx950(
-                tl.load(row_words + (tl.arange(0, _TL_ROPE // 8) + _TL_NOPE // 8)[None, :]), pe_scales)
-        else:
-            pe_codes = tl.load(row_codes + (tl.arange(0, _TL_ROPE // 2) + _TL_NOPE // 2)[None, :])
-            k_pe_even, k_pe_odd = _decode_e2m1(pe_codes, pe_scales, DOT_DTYPE)
-        s = _scaled_scores(q_nope, codes, scales, EMULATE) * q_inverse[:, None]
-        k_pe = tl.join(k_pe_even, k_pe_odd).reshape(BLOCK_N, _TL_ROPE)
-        s = tl.dot(q_pe, tl.trans(k_pe), acc=s)
-        s = tl.where(row_ok[None, :], s * qk_scale, float("-inf"))  # log2 domain
-        p, alpha, m_i, l_i = _online_softmax_step(s, m_i, l_i)
-        if CONVERT:
-            v_even, v_odd = _decode_e2m1_words_gfx950(tl.load(row_words + tl.arange(0, _TL_NOPE // 8)[None, :]), scales)
-        else:
-            v_even, v_odd = _decode_e2m1(codes, scales, DOT_DTYPE)
+        pe_words = tl.load(row_words + (tl.arange(0, _TL_ROPE // 8) + _TL_NOPE // 8)[None, :])
+        k_pe = _decode_e2m1_words(pe_words, pe_scales, DOT_DTYPE, CONVERT)
+        s = tl.zeros([BLOCK_N, _TL_HEADS], tl.float32)
+        s = _score_part(s, row_codes, row_scales, stride_sc, q0, q_t_scales, 0, EMULATE)
+        s = _score_part(s, row_codes, row_scales, stride_sc, q1, q_t_scales, 1, EMULATE)
+        s = _score_part(s, row_codes, row_scales, stride_sc, q2, q_t_scales, 2, EMULATE)
+        s = _score_part(s, row_codes, row_scales, stride_sc, q3, q_t_scales, 3, EMULATE)
+        # the rope dims exactly: decoded K against bf16 Q
+        s = tl.dot(k_pe, q_pe_t, acc=s)
+        s = tl.where(row_ok[:, None], s * qk_scale, float("-inf"))  # log2 domain
+        s = tl.permute(s.reshape(GROUPS, TOKENS, _TL_HEADS), (0, 2, 1))
+        p, alpha, m_i, l_i = _group_softmax_step(s, m_i, l_i)
         p = p.to(DOT_DTYPE)
-        acc_even = tl.dot(p, v_even, acc=acc_even * alpha[:, None])
-        acc_odd = tl.dot(p, v_odd, acc=acc_odd * alpha[:, None])
-    return tl.join(acc_even, acc_odd).reshape(_TL_HEADS, _TL_NOPE), m_i, l_i
+        acc0 = _value_part(acc0, alpha, p, row_words, row_scales, stride_sc, 0, DOT_DTYPE, CONVERT)
+        acc1 = _value_part(acc1, alpha, p, row_words, row_scales, stride_sc, 1, DOT_DTYPE, CONVERT)
+        acc2 = _value_part(acc2, alpha, p, row_words, row_scales, stride_sc, 2, DOT_DTYPE, CONVERT)
+        acc3 = _value_part(acc3, alpha, p, row_words, row_scales, stride_sc, 3, DOT_DTYPE, CONVERT)
+        acc4 = _value_part(acc4, alpha, p, row_words, row_scales, stride_sc, 4, DOT_DTYPE, CONVERT)
+        acc5 = _value_part(acc5, alpha, p, row_words, row_scales, stride_sc, 5, DOT_DTYPE, CONVERT)
+        acc6 = _value_part(acc6, alpha, p, row_words, row_scales, stride_sc, 6, DOT_DTYPE, CONVERT)
+        acc7 = _value_part(acc7, alpha, p, row_words, row_scales, stride_sc, 7, DOT_DTYPE, CONVERT)
+    # The groups merged once, a chunk at a time, then the chunks side by side: each half
+    # of the columns from its four chunks, then the two halves. (Two other orders of the
+    # same joins each left a VGPR spilled across the loop in one specialization on gfx950.)
+    w, m, l = _group_merge_weights(m_i, l_i)
+    w = w[:, :, None]
+    o0, o1, o2, o3 = _sum_groups(acc0 * w), _sum_groups(acc1 * w), _sum_groups(acc2 * w), _sum_groups(acc3 * w)
+    o4, o5, o6, o7 = _sum_groups(acc4 * w), _sum_groups(acc5 * w), _sum_groups(acc6 * w), _sum_groups(acc7 * w)
+    return _join_column_halves(_join_column_quarters(o0, o1, o2, o3), _join_column_quarters(o4, o5, o6, o7)), m, l
 
 
 @triton.jit(do_not_specialize=["total_q", "kv_rows", "num_splits"])
@@ -836,9 +927,10 @@ def _mla_decode_kernel(
         acc, m_i, l_i = _attend_mxfp4_bf16(q_nope, q_pe, kv_ptr, kv_scale_ptr, lo, hi, qk_scale, stride_kv,
                                            stride_sr, stride_sc, BLOCK_N, EMULATE)
     else:
-        tl.static_assert(KV_FORM == "mxfp4_scaled" or KV_FORM == "mxfp4_scaled_cvt")
-        acc, m_i, l_i = _attend_mxfp4_scaled(q_nope, q_pe, kv_ptr, kv_scale_ptr, lo, hi, qk_scale, stride_kv,
-                                             stride_sr, stride_sc, BLOCK_N, KV_FORM == "mxfp4_scaled_cvt", EMULATE)
+        tl.static_assert(KV_FORM == "mxfp4_waves" or KV_FORM == "mxfp4_waves_cvt")
+        acc, m_i, l_i = _attend_mxfp4_waves(q_nope, q_pe, kv_ptr, kv_scale_ptr, lo, hi, qk_scale, stride_kv,
+                                            stride_sr, stride_sc, BLOCK_N, WAVE_GROUPS, KV_FORM == "mxfp4_waves_cvt",
+                                            EMULATE)
     o = acc * (1.0 / tl.where(l_i > 0, l_i, 1.0))[:, None]  # one reciprocal a head; an empty range: zeros
     if SPLIT:
         part = b.to(tl.int64) * num_splits + split
@@ -1649,7 +1741,7 @@ ERROR_BOUNDS = {
     "bf16": ErrorBound(sequence_rms=0.006, element=0.06),
     # triton_fp8 form e4m3 (e4m3 Q and P) and the a8w8 reference: 3.6%, 29%
     "fp8": ErrorBound(sequence_rms=0.11, element=0.9),
-    # triton_mxfp4 form scaled (e4m3 Q): 3.0%, 25%
+    # triton_mxfp4 form scaled (e4m3 Q; the waves form's products are the same): 3.0%, 25%
     "mxfp4": ErrorBound(sequence_rms=0.09, element=0.75),
 }
 

@@ -276,9 +276,7 @@ def candidate_launches(fmt, batch, length, device):
     here = sub.triton_launch_candidates(fmt, batch, length, num_sms, arch)
     mi355x = sub.triton_launch_candidates(fmt, batch, length, 256, "gfx950")
     if arch != "gfx950":  # the AMD option and gfx950's convert instruction stay on the MI355X
-        mi355x = [dataclasses.replace(launch, waves_per_eu=0,
-                                      form="scaled" if launch.form == "scaled_cvt" else launch.form)
-                  for launch in mi355x]
+        mi355x = [dataclasses.replace(launch, waves_per_eu=0, hw_convert=False) for launch in mi355x]
     return list(dict.fromkeys(here + mi355x))
 
 

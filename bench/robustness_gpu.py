@@ -56,7 +56,7 @@ ORACLE_TOL = 2e-2
 # Routes that multiply an e4m3 Q (the CDNA4 kernel forms, aiter's a8w8): e4m3 keeps 3
 # mantissa bits, so each rounding moves a value by up to 2^-4 of itself.
 E4M3_ORACLE_TOL = 0.1
-E4M3_LABELS = ("form=e4m3_waves", "form=scaled", "aiter_a8w8")
+E4M3_LABELS = ("form=e4m3_waves", "form=waves", "aiter_a8w8")
 ROUTES = ("torch", "triton_mxfp4", "triton_fp8", "aiter_fp8")
 # (q scale, KV scale): scores stay O(1) in the first three; the last two are peaked.
 MAGNITUDES = {"q_huge_kv_tiny": (1e4, 1e-4), "q_tiny_kv_huge": (1e-4, 1e4),

@@ -3,8 +3,9 @@ compiled kernels give. The same kernel source is compiled twice on the GPU, once
 EMULATE, and the outputs compared:
 - fp8 e4m3_waves: EMULATE rounds onto the e4m3 grid in fp32 before converting, which must not
   change a single value: the outputs are equal bit for bit;
-- mxfp4 scaled: EMULATE computes dot_scaled as decode + fp32 dot, and (for the
-  interpreter's broken bf16 dots) keeps P, V and the rope dims in fp32 instead of bf16.
+- mxfp4 waves: EMULATE computes dot_scaled as decode + fp32 dot, decodes V by bit
+  operations where gfx950 takes its convert instruction, and (for the interpreter's
+  broken bf16 dots) keeps P, V and the rope dims in fp32 instead of bf16.
   The products are exact either way; what may differ is P's bf16 rounding (at most 2^-9 of
   each weight, RMS 2^-9 / sqrt(3) = 0.11%), so the relative RMS difference must stay under
   4e-3. A wrong scale, nibble or column order in the dot_scaled call moves it to O(1).
@@ -17,13 +18,14 @@ import submission as sub
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU (CUDA or ROCm)")
 
-FORMS = [("fp8", "e4m3_waves"), ("mxfp4", "scaled")]
+FORMS = [("fp8", "e4m3_waves", 128), ("mxfp4", "waves", 128)]  # (format, form, block_n it is offered with)
 
 
-def decode(kv_format, form, data, monkeypatch, emulate):
+def decode(kv_format, form, block_n, data, monkeypatch, emulate):
     monkeypatch.setattr(sub, "_INTERPRETED", emulate)
     q, kv_data, qo_indptr, kv_indptr, config = data
-    launch = sub.TritonLaunch(4, 128 if form == "e4m3_waves" else 32, 4, 1, form=form)
+    _, arch = sub._device_sms_and_arch(q.device)
+    launch = sub.TritonLaunch(4, block_n, 4, 1, form=form, hw_convert=arch == "gfx950" and form == "waves")
     out = torch.full((q.shape[0], 16, 512), float("nan"), dtype=torch.bfloat16, device=q.device)
     scratch = sub.make_triton_scratch(q.shape[0], launch, q.device)
     kv, kv_scale = sub.triton_kv_operands(kv_data, kv_format, launch)
@@ -34,11 +36,11 @@ def decode(kv_format, form, data, monkeypatch, emulate):
     return out.float()
 
 
-@pytest.mark.parametrize("kv_format,form", FORMS)
-def test_emulation_equals_the_compiled_kernel(kv_format, form, monkeypatch):
+@pytest.mark.parametrize("kv_format,form,block_n", FORMS)
+def test_emulation_equals_the_compiled_kernel(kv_format, form, block_n, monkeypatch):
     data = reference.generate_input(4, 1, 1024, 4217)
-    compiled = decode(kv_format, form, data, monkeypatch, False)
-    emulated = decode(kv_format, form, data, monkeypatch, True)
+    compiled = decode(kv_format, form, block_n, data, monkeypatch, False)
+    emulated = decode(kv_format, form, block_n, data, monkeypatch, True)
     assert torch.isfinite(compiled).all() and torch.isfinite(emulated).all()
     if form == "e4m3_waves":
         assert torch.equal(compiled, emulated)

@@ -18,7 +18,7 @@ fp16, as on the GPU: Q (power-of-two scaled) and K, V are exact there, P is roun
 fp16, each weight by at most 2^-11 of itself (normal range) or 2^-25 (subnormal), so
 the output moves by at most p_rounding = (2^-11 + n * 2^-25) * max|V| for n tokens.
 
-The CDNA4 forms (fp8 "e4m3_waves", MXFP4 "scaled" / "scaled_cvt") quantize Q to e4m3 in the
+The CDNA4 forms (fp8 "e4m3_waves", MXFP4 "waves") quantize Q to e4m3 in the
 kernel, with a power-of-two scale per head (amax into [128, 256)): their reference is the
 same attention on that quantized Q (q_e4m3 below, written from the rule, rounding by
 torch's own e4m3 conversion), so the bounds above still hold for the MXFP4 forms, whose
@@ -191,19 +191,27 @@ def test_fp8_matches_fp64_attention(lengths, launch):
 
 
 # The CDNA4 forms on the same lengths, splits and merges, at the tiles they are offered with.
-SCALED_CASES = [(n, dataclasses.replace(launch, form=form)) for (n, launch), form
-                in zip(MXFP4_CASES, ["scaled", "scaled_cvt"] * 3)]
-# The wave form at several group counts (num_warps) and group sizes (block_n / num_warps):
+# The MXFP4 "waves" form: one group of block_n / num_warps rows a wave, 1 to 8 groups;
+# with hw_convert (gfx950's convert instruction) the interpreter decodes by
+# bit operations all the same, but the launch's plumbing is exercised.
+MXFP4_WAVES_CASES = [(n, dataclasses.replace(launch, form="waves", block_n=bn, num_warps=warps, hw_convert=cvt))
+                     for (n, launch), (bn, warps), cvt in zip(MXFP4_CASES, [(128, 4), (128, 4), (64, 2), (128, 4),
+                                                                             (32, 1), (256, 8)],
+                                                              [False, True, False, True, False, True])]
+MXFP4_WAVES_CASES += [([1, 64, 31], L(2, 128, 4, 2, True, form="waves")), ([300, 0, 1], L(3, 128, 4, 1, form="waves"))]
+# The fp8 wave form at several group counts (num_warps) and group sizes (block_n / num_warps):
 # groups left wholly past a short sequence's end, 1 to 8 groups merged.
 WAVES_CASES = [(n, dataclasses.replace(launch, form="e4m3_waves", block_n=bn, num_warps=warps, num_stages=1))
                for (n, launch), (bn, warps) in zip(FP8_CASES, [(128, 4), (64, 4), (32, 2), (128, 8), (128, 4),
                                                                (64, 2)])]
 
 
-@pytest.mark.parametrize("lengths,launch", SCALED_CASES)
-def test_mxfp4_scaled_forms_match_fp64_attention_on_e4m3_q(lengths, launch):
-    """dot_scaled is emulated under the interpreter (decode + fp32 dot), and scaled_cvt's
-    hardware convert by the bit decode; everything but Q's e4m3 rounding is exact."""
+@pytest.mark.parametrize("lengths,launch", MXFP4_WAVES_CASES)
+def test_mxfp4_waves_form_matches_fp64_attention_on_e4m3_q(lengths, launch):
+    """dot_scaled is emulated under the interpreter (decode + fp32 dot), and the
+    hardware convert by the bit decode; everything but Q's e4m3 rounding is exact.
+    Splits of one group or several, sequences shorter than a group, groups whose rows
+    are all past a split's end, an empty sequence, padded scales (row stride 24)."""
     gen = torch.Generator().manual_seed(sum(lengths) + launch.num_splits)
     qo, kv_indptr = make_indptr(lengths)
     buf, scales = make_mxfp4(int(kv_indptr[-1]), 122, 130, padded=launch.num_splits % 2 == 0, gen=gen)
@@ -319,6 +327,12 @@ def test_fp8_query_scaling_reaches_the_bf16_range():
 MXFP4_FORMS = sub.KERNEL_FORMS["mxfp4"]
 
 
+def form_launch(splits, form):
+    """The MXFP4 form at its first offered tile (num_stages 2, no occupancy hint)."""
+    block_n, num_warps, _, _ = sub._FORM_TILES[("mxfp4", form)][0]
+    return L(splits, block_n, num_warps, 2, form=form)
+
+
 def mxfp4_query(q, form):
     """What the form's kernel multiplies: Q, or Q with its nope dims in e4m3."""
     return q if form == "bf16" else q_e4m3(q, 512)
@@ -332,7 +346,7 @@ def test_mxfp4_dtype_spellings_and_layouts_agree(form):
     buf, scales = make_mxfp4(71, 120, 132, gen=gen)
     q = torch.randn(2, 16, 576, generator=gen).bfloat16()
     ref = attention_ref(mxfp4_query(q, form), dequant_mxfp4(buf, scales), qo, kv_indptr)
-    launch = L(2, 32, 4, 2, form=form)
+    launch = form_launch(2, form)
     fp4 = buf.view(torch.float4_e2m1fn_x2)
     e8m0 = scales.view(torch.float8_e8m0fnu)
     column_major = scales.t().contiguous().t()
@@ -355,7 +369,7 @@ def test_mxfp4_bottom_of_e8m0_range(form):
     q = torch.randn(2, 16, 576, generator=gen).bfloat16()
     ref = attention_ref(q, dequant_mxfp4(buf, scales), qo, kv_indptr)
     assert ref[0].abs().min() == 2.0 ** -126 and ref.abs().max() < 2.0 ** -122
-    out = run_mxfp4(q, buf, scales, qo, kv_indptr, L(2, 32, 4, 2, form=form))
+    out = run_mxfp4(q, buf, scales, qo, kv_indptr, form_launch(2, form))
     assert torch.equal(out.double(), ref)
 
 
@@ -374,7 +388,7 @@ def test_mxfp4_top_of_e8m0_range(form):
     q[:, :, 128:288] = 0
     ref = attention_ref(mxfp4_query(q, form), dequant_mxfp4(buf, scales), qo, kv_indptr)
     assert ref.abs().max() > 2.0 ** 126
-    assert_close(run_mxfp4(q, buf, scales, qo, kv_indptr, L(2, 32, 4, 2, form=form)), ref)
+    assert_close(run_mxfp4(q, buf, scales, qo, kv_indptr, form_launch(2, form)), ref)
 
 
 @pytest.mark.parametrize("form", MXFP4_FORMS)
@@ -386,7 +400,7 @@ def test_bad_indptr_is_clamped_to_the_buffer(form):
     qo = torch.arange(4, dtype=torch.int32)
     kv_indptr = torch.tensor([0, 40, 1000, 30], dtype=torch.int32)
     ref = attention_ref(mxfp4_query(q, form), dequant_mxfp4(buf, scales), qo, kv_indptr)
-    out = run_mxfp4(q, buf, scales, qo, kv_indptr, L(3, 32, 4, 2, form=form))
+    out = run_mxfp4(q, buf, scales, qo, kv_indptr, form_launch(3, form))
     assert_close(out, ref)
     assert (out[2] == 0).all() and (out[1] != 0).any()
 
@@ -447,10 +461,13 @@ def test_launch_candidates_on_gfx950():
     """The MI355X gets only the CDNA4 forms (the others run at one wave a SIMD there, see
     bench/gfx950_report.py), with the AMD occupancy hint. Its splits are the fewest that
     give each of the 256 CUs a program, at least one tile a split; twice as many follow."""
-    for fmt, form in (("fp8", "e4m3_waves"), ("mxfp4", "scaled_cvt")):
+    for fmt, form in (("fp8", "e4m3_waves"), ("mxfp4", "waves")):
         for (batch, length) in MEASURED_BEST:
             cands = sub.triton_launch_candidates(fmt, batch, length, 256, "gfx950")
             assert {c.form for c in cands} == {form} and all(c.waves_per_eu >= 2 for c in cands)
+            # gfx950's convert instruction for the MXFP4 form there, and nowhere else
+            assert all(c.hw_convert == (fmt == "mxfp4") for c in cands)
+            assert not any(c.hw_convert for c in sub.triton_launch_candidates(fmt, batch, length, 132, "sm_90"))
             first = cands[0]
             tiles_a_split = length // first.num_splits // first.block_n
             assert batch * first.num_splits >= 256 or first.num_splits == 64 or tiles_a_split == 1, (batch, length)
@@ -481,3 +498,17 @@ def test_forced_form(monkeypatch):
             sub.forced_route()
     with pytest.raises(ValueError, match="no fp8 kernel form"):
         sub.triton_launch_candidates("fp8", 4, 1024, 132, form="scaled")
+
+
+def test_mxfp4_waves_refuses_rows_not_4_byte_aligned():
+    """The waves form loads the codes as 4-byte words: a row stride or a start address
+    that is not a multiple of 4 is refused by name; the bf16 form takes the same bytes."""
+    scales = torch.zeros((3, 18), dtype=torch.uint8)
+    wide = torch.zeros((3, 290), dtype=torch.uint8)
+    for buf in (wide[:, :288], wide.view(-1)[1:1 + 3 * 288].view(3, 288)):
+        assert buf.stride(0) % 4 or buf.data_ptr() % 4
+        with pytest.raises(ValueError, match="4-byte aligned"):
+            sub.triton_kv_operands({"mxfp4": (buf, scales)}, "mxfp4", L(1, 128, 4, 1, form="waves"))
+        assert sub.triton_kv_operands({"mxfp4": (buf, scales)}, "mxfp4", L(1, 32, 4, 1, form="bf16"))[0] is not None
+    aligned = torch.zeros((3, 288), dtype=torch.uint8)
+    assert sub.triton_kv_operands({"mxfp4": (aligned, scales)}, "mxfp4", L(1, 128, 4, 1, form="waves"))[0] is aligned
