@@ -598,8 +598,11 @@ def _group_tile_rows(start, hi, stride, GROUPS: tl.constexpr, TOKENS: tl.constex
     # Rows at or past `hi` repeat row hi - 1 (as _fp8_tile_rows: the loads need no
     # predicates and stay in the buffer). rows * stride does not depend on the tile, so
     # the compiler keeps it out of the loop; a tile costs one minimum and one compare.
+    # The last row is clamped to the tile before the multiply: offsets stay under
+    # BLOCK_N x stride (decode_tails checks that it fits 32 bits) however long the split.
     rows = tl.arange(0, GROUPS)[:, None] * TOKENS + tl.arange(0, TOKENS)[None, :]
-    return tl.minimum(rows * stride, (hi - 1 - start) * stride), rows < hi - start
+    last_row = tl.minimum(hi - 1 - start, GROUPS * TOKENS - 1)
+    return tl.minimum(rows * stride, last_row * stride), rows < hi - start
 
 
 @triton.jit
