@@ -10,8 +10,8 @@
 #       # `bash tools/copy_upstream_harness.sh` first and carry that folder with the call.
 #   OUT=dir bash bench/h200_session.sh routes    # each route forced, leaderboard mode;
 #                                                # GPU robustness cases
-#   OUT=dir bash bench/h200_session.sh forms     # the CDNA4 kernel forms forced (H200 can
-#       # run e4m3_waves and scaled), leaderboard mode; robustness of the automatic route and of
+#   OUT=dir bash bench/h200_session.sh forms     # the gfx950 wave forms forced (the H200 can
+#       # run fp8 e4m3_waves and mxfp4 waves), leaderboard mode; robustness of the automatic route and of
 #       # those forms; every Triton launch candidate's device time and error
 #   OUT=dir bash bench/h200_session.sh verify    # errors against exact attention on the 8
 #       # benchmark inputs (bench/verify_errors.py); the Q quantizer's bit-exactness and
@@ -82,11 +82,11 @@ routes)
     python3 bench/robustness_gpu.py --out "$out" 2>&1 | tee "$out/robustness.log" | tail -n 30 || status=1
     ;;
 forms)
-    for route in triton_fp8:e4m3_waves triton_mxfp4:scaled; do
+    for route in triton_fp8:e4m3_waves triton_mxfp4:waves; do
         protocol leaderboard /tmp/benchmarks.txt "leaderboard_${route/:/_}" MLA_ROUTE=$route
     done
     step "bench/robustness_gpu.py (auto and the forced forms)"
-    python3 bench/robustness_gpu.py --out "$out" --routes triton_fp8:e4m3_waves,triton_mxfp4:scaled 2>&1 \
+    python3 bench/robustness_gpu.py --out "$out" --routes triton_fp8:e4m3_waves,triton_mxfp4:waves 2>&1 \
         | tee "$out/robustness.log" | tail -n 30 || status=1
     step "bench/kernel_sweep.py --candidates"
     python3 bench/kernel_sweep.py --candidates --out "$out" 2>&1 | grep -v '^{' > "$out/kernel_candidates.txt" || status=1
