@@ -4,8 +4,12 @@ they are missing, and never installs or replaces aiter.
 Each case runs the real tools/setup.sh, as a user would, with a fresh venv under tmp first
 on PATH (never the system Python). The GPU stacks are stand-ins: distributions with
 metadata and a module whose __version__ and STAND_IN marker tell them from real ones. The
-case without torch installs the pins (from this machine's disk: about a minute).
+case without torch installs the pins (from this machine's disk: about a minute). Host
+logic: runs on any machine whose pip can get what set-up installs, from the package index
+or from wheels it is pointed at (PIP_FIND_LINKS, PIP_NO_INDEX); a case whose packages pip
+cannot get there is skipped, naming them.
 """
+import functools
 import importlib.util
 import json
 import os
@@ -19,6 +23,7 @@ import pytest
 REPO_ROOT = Path(__file__).resolve().parent.parent
 SETUP = REPO_ROOT / "tools" / "setup.sh"
 SETUP_TIMEOUT_S = 600
+REQUIREMENTS = REPO_ROOT / "requirements.txt"
 
 
 def load_gpu_stack():
@@ -29,6 +34,28 @@ def load_gpu_stack():
 
 
 PINS = load_gpu_stack().read_pins()
+
+
+@functools.cache
+def pip_cannot_get(*requirements: str) -> str | None:
+    """None where this machine's pip resolves every requirement (a dry run: nothing is
+    downloaded or installed), else pip's reason, for a skip."""
+    proc = subprocess.run([sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed",
+                           "--quiet", "--retries", "0", "--timeout", "15", *requirements],
+                          capture_output=True, text=True, timeout=300)
+    if proc.returncode == 0:
+        return None
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("ERROR")]
+    return f"pip cannot get {' '.join(requirements)} here: {(errors or ['?'])[-1]}"
+
+
+def needs_packages(*installs: tuple[str, ...]):
+    """Skips unless pip can get each install's requirements (set-up runs one pip install
+    per pin, then requirements.txt)."""
+    for requirements in installs:
+        why = pip_cannot_get(*requirements)
+        if why:
+            pytest.skip(f"needs the package index or local wheels ({why})")
 
 # What one venv's Python imports: each module's version, file and stand-in marker.
 MODULES_SCRIPT = """
@@ -125,6 +152,7 @@ ROCM_STACK = [("torch", "2.10.0+rocm7.1", "torch"),
 
 
 def test_setup_keeps_an_installed_rocm_stack(venv_dir):
+    needs_packages(("-r", str(REQUIREMENTS)))
     venv = make_venv(venv_dir)
     for distribution, version, module in ROCM_STACK:
         add_stand_in(venv, distribution, version, module)
@@ -165,6 +193,7 @@ def test_setup_refuses_to_replace_a_torch_that_fails_to_import(venv_dir):
 
 
 def test_setup_installs_the_pins_where_torch_and_triton_are_missing(venv_dir):
+    needs_packages(*((pin,) for pin in PINS.values()), ("-r", str(REQUIREMENTS)))
     venv = make_venv(venv_dir)
 
     result = run_setup(venv)
