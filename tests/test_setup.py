@@ -96,7 +96,7 @@ def make_venv(path: Path, with_pip: bool = True) -> Path:
 def site_packages(venv: Path) -> Path:
     return Path(subprocess.run(
         [venv / "bin" / "python", "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-        check=True, capture_output=True, text=True).stdout.strip())
+        env=venv_env(), check=True, capture_output=True, text=True).stdout.strip())
 
 
 def add_stand_in(venv: Path, distribution: str, version: str, module: str,
@@ -120,17 +120,23 @@ def add_stand_in(venv: Path, distribution: str, version: str, module: str,
                      ("METADATA", "INSTALLER", "top_level.txt", "RECORD")))))
 
 
-def run_setup(venv: Path) -> subprocess.CompletedProcess:
-    """tools/setup.sh with the venv first on PATH, so that its `python3` is the venv's."""
+def venv_env(**variables) -> dict:
+    """This environment without PYTHONPATH and PYTHONHOME (a venv sees only its own
+    packages, not e.g. tests/simulated_rocm's aiter), plus `variables`."""
     env = {key: value for key, value in os.environ.items()
            if key not in ("PYTHONPATH", "PYTHONHOME")}
-    env.update(PATH=f"{venv / 'bin'}{os.pathsep}{os.environ['PATH']}", VIRTUAL_ENV=str(venv))
+    return dict(env, **variables)
+
+
+def run_setup(venv: Path) -> subprocess.CompletedProcess:
+    """tools/setup.sh with the venv first on PATH, so that its `python3` is the venv's."""
+    env = venv_env(PATH=f"{venv / 'bin'}{os.pathsep}{os.environ['PATH']}", VIRTUAL_ENV=str(venv))
     return subprocess.run(["bash", str(SETUP)], env=env, capture_output=True, text=True,
                           timeout=SETUP_TIMEOUT_S)
 
 
 def in_venv(venv: Path, script: str):
-    result = subprocess.run([venv / "bin" / "python", "-c", script],
+    result = subprocess.run([venv / "bin" / "python", "-c", script], env=venv_env(),
                             capture_output=True, text=True, check=True)
     return json.loads(result.stdout)
 
