@@ -46,6 +46,9 @@ def gpu(monkeypatch):
 
 
 def test_on_a_cpu_machine(monkeypatch):
+    # torch as a CPU build on a machine without a GPU, whatever this machine is.
+    monkeypatch.setattr(torch.version, "hip", None)
+    monkeypatch.setattr(torch.version, "cuda", None)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     line = utils.describe_platform()
     assert line.startswith(f"torch {torch.__version__} (CPU build), triton {triton.__version__}, "
