@@ -1,9 +1,14 @@
 """Reference for MLA decode (DeepSeek R1 forward_absorb, 16 query heads, 1 latent KV head).
 
 Stands in for upstream's reference.py (same module-level names). With ROCm's aiter
-importable, ref_kernel is aiter's persistent a8w8 mla_decode_fwd, as on the leaderboard.
-Everywhere else it is a torch emulation of the same math: Q quantized to fp8 per tensor,
-the fp8 KV, fp32 scores and softmax, bf16 output.
+importable, ref_kernel is aiter's persistent a8w8 mla_decode_fwd, as on the leaderboard,
+for the inputs aiter's decode is defined on: tensors on the device generate_input uses
+(aiter's GPU) in aiter's fp8 format (another fp8, e.g. gfx942's e4m3fnuz on a gfx950,
+would be read as the wrong format), q_seq_len 1, and every sequence at least
+AITER_MIN_KV_LEN tokens long (aiter's metadata gives a shorter one 0 KV splits and its
+kernel divides by that count; the leaderboard's sequences are 1024 and 8192 long). Every
+other input, and every input where aiter is absent, gets a torch emulation of the same
+math: Q quantized to fp8 per tensor, the fp8 KV, fp32 scores and softmax, bf16 output.
 
 Environment:
   MLA_CHECK_RULE         current (rtol = atol = 0.1, default) | 2e-2 | 1e-2 (older rules);
@@ -11,7 +16,8 @@ Environment:
   MLA_MXFP4_GENERATION   current (ties to even, scales trimmed to (rows, 18), default) |
                          legacy (ties away from zero, scales padded to (rows up to a
                          multiple of 256, 24)); which MXFP4 bytes generate_input makes
-                         when aiter is absent. With aiter, its own quantizer decides.
+                         when aiter is absent. With aiter, its own quantizer decides
+                         (on aiter's device; elsewhere the current generation).
 quantize_mxfp4 is always the torch implementation of aiter's rule (either generation, by
 argument); tests/test_aiter_fp4_bitexact.py compares it with aiter's own kernel.
 """
@@ -49,6 +55,8 @@ SM_SCALE = 1.0 / (QK_HEAD_DIM ** 0.5)
 
 PAGE_SIZE = 1
 NUM_KV_SPLITS = 32
+# aiter's v1_0 metadata plans len // 196 KV splits a sequence: 0 below this length.
+AITER_MIN_KV_LEN = 196
 
 # What the reference kernel reads: "fp8" (a8w8, the leaderboard's) or "bf16".
 Q_DTYPE = "fp8"
@@ -244,18 +252,27 @@ def _input_device() -> torch.device:
     return torch.device("cuda") if torch.cuda.is_available() else torch.device("cpu")
 
 
+def _on_aiter_device(tensor: torch.Tensor) -> bool:
+    """Whether aiter can take `tensor`: aiter is importable and the tensor lives where
+    generate_input puts inputs by default (the GPU; the CPU for a CPU stand-in of aiter,
+    tests/simulated_rocm). Inputs a test pins to the CPU on a GPU machine take torch."""
+    return HAVE_AITER and tensor.device.type == _input_device().type
+
+
 def _quantize_kv_mxfp4(kv: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    if HAVE_AITER:
+    if _on_aiter_device(kv):
         rows, width = kv.shape[0] * kv.shape[1], kv.shape[2]
         data, scales = dynamic_mxfp4_quant(kv.reshape(rows, width))
         return data.view(kv.shape[0], kv.shape[1], width // 2), scales
     return quantize_mxfp4(kv, **_MXFP4_GENERATIONS[MXFP4_GENERATION])
 
 
-def generate_input(batchsize: int, qseqlen: int, kvseqlen: int, seed: int) -> input_t:
-    """Unit-variance randn q and KV (bf16) on the GPU when there is one, else the CPU,
-    with the KV also in fp8 and MXFP4; uniform lengths. Deterministic per seed and device."""
-    device = _input_device()
+def generate_input(batchsize: int, qseqlen: int, kvseqlen: int, seed: int,
+                   device: torch.device | str | None = None) -> input_t:
+    """Unit-variance randn q and KV (bf16) on `device` (default: the GPU when there is one,
+    else the CPU), with the KV also in fp8 and MXFP4; uniform lengths. Deterministic per
+    seed and device."""
+    device = torch.device(device) if device is not None else _input_device()
     generator = torch.Generator(device=device)
     generator.manual_seed(seed)
     total_q, total_kv = batchsize * qseqlen, batchsize * kvseqlen
@@ -432,12 +449,23 @@ def _aiter_mla_decode(q_input, q_scale, kv_input, kv_scale, qo_indptr, kv_indptr
     return out
 
 
+def _aiter_decodes(q_input: torch.Tensor, kv_input: torch.Tensor, qo_indptr: torch.Tensor,
+                   kv_indptr: torch.Tensor) -> bool:
+    """Whether aiter's decode is defined on this input (module docstring)."""
+    fp8_operands = [t.dtype for t in (q_input, kv_input) if t.dtype.itemsize == 1]
+    if not _on_aiter_device(q_input) or any(dtype != aiter_dtypes.fp8 for dtype in fp8_operands):
+        return False
+    q_lens = (qo_indptr[1:] - qo_indptr[:-1]).tolist()
+    kv_lens = (kv_indptr[1:] - kv_indptr[:-1]).tolist()
+    return all(n == 1 for n in q_lens) and min(kv_lens, default=0) >= AITER_MIN_KV_LEN
+
+
 def ref_kernel(data: input_t) -> output_t:
     """MLA decode as the leaderboard computes it (Q_DTYPE / KV_DTYPE: a8w8 by default)."""
     q, kv_data, qo_indptr, kv_indptr, config = data
     q_input, q_scale = quantize_fp8(q) if Q_DTYPE == "fp8" else (q, None)
     kv_input, kv_scale = kv_data["fp8"] if KV_DTYPE == "fp8" else (kv_data["bf16"], None)
-    if HAVE_AITER:
+    if _aiter_decodes(q_input, kv_input, qo_indptr, kv_indptr):
         return _aiter_mla_decode(q_input, q_scale, kv_input, kv_scale, qo_indptr, kv_indptr,
                                  config)
     return _emulated_mla_decode(q_input, q_scale, kv_input, kv_scale, qo_indptr, kv_indptr)

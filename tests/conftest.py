@@ -1,17 +1,55 @@
-"""Shared helpers: the repo root on sys.path, the versions in pytest's header, and running
-eval.py as the leaderboard does."""
+"""Shared helpers: the repo root on sys.path, the versions in pytest's header, where tests
+run (the device under test, marks for one kind of machine), and running eval.py as the
+leaderboard does."""
 import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
 PLAN_ENV = ("MLA_ROUTE", "MLA_DEBUG", "MLA_CHECK_INDPTR")
+
+# Where tests run. A test of the kernels or routes builds its inputs on the device under
+# test (the GPU where there is one); a test of host logic (validation, protocol, set-up,
+# the fake aiter's bookkeeping) pins them to the CPU; a test for one kind of machine is
+# marked so, its skip reason naming the machine it needs.
+HAS_GPU = torch.cuda.is_available()
+DEVICE = torch.device("cuda" if HAS_GPU else "cpu")
+needs_gpu = pytest.mark.skipif(not HAS_GPU, reason="needs an NVIDIA or AMD GPU")
+
+
+def cpu_only(why: str):
+    return pytest.mark.skipif(HAS_GPU, reason=f"CPU-only: {why}")
+
+
+# Kernel forms that only one architecture can compile (submission.decode_tails refuses
+# them elsewhere): form -> that architecture.
+SINGLE_ARCH_FORMS = {("mxfp4", "scaled_cvt"): "gfx950"}
+
+
+def device_arch() -> str:
+    """The GPU's architecture as submission names it ("sm_90", "gfx950"), "" on a CPU."""
+    import submission
+    return submission._device_sms_and_arch(DEVICE)[1]
+
+
+def runnable_forms(kv_format: str) -> list[str]:
+    """Every Triton kernel form of kv_format that this machine's GPU can run, compiled."""
+    import submission
+    arch = device_arch()
+    return [form for form in submission.KERNEL_FORMS[kv_format]
+            if SINGLE_ARCH_FORMS.get((kv_format, form), arch) == arch]
+
+
+# A subprocess that must see no GPU (eval.py's protocol, run as on a CPU machine): CUDA
+# and ROCm builds of torch both read these.
+NO_GPU_ENV = {"CUDA_VISIBLE_DEVICES": "-1", "HIP_VISIBLE_DEVICES": "-1"}
 
 
 def versions_line() -> str:
@@ -55,7 +93,7 @@ SUBMISSIONS = {
         "import torch\n"
         "def custom_kernel(data):\n"
         "    q = data[0]\n"
-        "    return torch.zeros(q.shape[0], q.shape[1], 512, dtype=torch.bfloat16)\n"),
+        "    return torch.zeros(q.shape[0], q.shape[1], 512, dtype=torch.bfloat16, device=q.device)\n"),
     # Right on most elements, off by 0.5 on every 8th: 12.5% mismatches.
     "perturbed": (
         "from reference import ref_kernel\n"
@@ -86,12 +124,16 @@ def submission_file(tmp_path):
 
 @pytest.fixture
 def run_eval(tmp_path):
-    """run_eval(args, submission, protocol=True, env=None) -> (returncode, result lines as
-    a list of (key, value), stdout, stderr). With protocol, POPCORN_FD is fd 3 of a file."""
-    def run(args: list[str], submission: Path, protocol: bool = True, env: dict | None = None):
+    """run_eval(args, submission, protocol=True, env=None, gpu=False) -> (returncode, result
+    lines as a list of (key, value), stdout, stderr). With protocol, POPCORN_FD is fd 3 of a
+    file. eval.py sees no GPU unless gpu=True: the protocol is host logic, and on a GPU
+    eval.py's benchmark modes flush 64 GB before every timed run."""
+    def run(args: list[str], submission: Path, protocol: bool = True, env: dict | None = None,
+            gpu: bool = False):
         results = tmp_path / "popcorn_results.txt"
         environment = {key: value for key, value in os.environ.items()
                        if not key.startswith(("POPCORN_", "MLA_"))}
+        environment.update({} if gpu else NO_GPU_ENV)
         environment.update(env or {}, MLA_SUBMISSION=str(submission))
         with open(results, "w") as fd_file:
             pass_fds = ()

@@ -229,3 +229,19 @@ def test_current_generation_is_trimmed():
     assert scales.shape == (300, 18)
     assert data.dtype == getattr(torch, "float4_e2m1fn_x2", torch.uint8)
     assert scales.dtype == getattr(torch, "float8_e8m0fnu", torch.uint8)
+
+
+@pytest.mark.skipif(not (reference.HAVE_AITER and torch.cuda.is_available()),
+                    reason="needs ROCm's real aiter on an AMD GPU (its current quantizer)")
+@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))
+def test_current_generation_matches_aiters_own_quantizer(shape):
+    """Where aiter's current dynamic_mxfp4_quant runs (an MI355X), our bytes equal its own."""
+    from aiter.utility.fp4_utils import dynamic_mxfp4_quant
+    x = make_input(shape, seed=2000).cuda()
+    data, scales = dynamic_mxfp4_quant(x.reshape(-1, x.shape[-1]))
+    ours_data, ours_scales = reference.quantize_mxfp4(x, ties="even", padded=False)
+    rows, blocks = x.shape[0] * x.shape[1], x.shape[2] // 32
+    theirs_data, ours_data = as_bytes(data).reshape(rows, -1), as_bytes(ours_data).reshape(rows, -1)
+    assert torch.equal(ours_data, theirs_data), first_difference(ours_data, theirs_data)
+    theirs_scales, ours_scales = as_bytes(scales)[:rows, :blocks], as_bytes(ours_scales)
+    assert torch.equal(ours_scales, theirs_scales), first_difference(ours_scales, theirs_scales)

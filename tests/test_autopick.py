@@ -62,6 +62,17 @@ def slow_exact(*args):
 pytestmark = pytest.mark.usefixtures("fresh_plans")
 
 
+@pytest.fixture(autouse=True)
+def one_intra_op_thread():
+    """The choices here rest on `exact` staying well under slow_exact's 50 ms sleep; on a
+    shared CPU, spinning intra-op threads can make its small ops 100x slower (seen once in a
+    whole-suite run: slow_exact won, and the fault test saw no fault). One thread, restored."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
 def use_routes(monkeypatch, *routes):
     monkeypatch.setattr(submission, "ROUTES", {route.name: route for route in routes})
 

@@ -14,8 +14,9 @@ import torch
 
 import submission
 import utils
+from conftest import needs_gpu
 
-GPU = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU (CUDA or ROCm)")
+GPU = needs_gpu
 FULL = 16000 * 1024 * 1024  # elements of the leaderboard's randn
 
 

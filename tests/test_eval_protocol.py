@@ -1,10 +1,13 @@
 """eval.py speaks the leaderboard's protocol: result lines on POPCORN_FD, seed mixing,
-modes, exit codes; and its human mode prints a table. Small cases, run as subprocesses."""
+modes, exit codes; and its human mode prints a table. Small cases, run as subprocesses
+that see no GPU (the protocol is host logic; conftest.run_eval); on a GPU, eval.py also
+runs this project's submission there, in test and leaderboard mode."""
 import base64
 
 import pytest
 
 import eval as harness
+from conftest import REPO_ROOT, needs_gpu
 from reference import generate_input
 from utils import describe_platform
 
@@ -129,8 +132,8 @@ def test_secret_seed_is_mixed_into_case_seeds(run_eval, tmp_path, cases_file):
     case = "batchsize: 1; qseqlen: 1; kvseqlen: 8; seed: 5"
     rc, _, _, err = run_eval(["test", str(cases_file([case]))], spy, env={"POPCORN_SEED": "777"})
     assert rc == 0, err
-    mixed = generate_input(1, 1, 8, harness.combine_seeds(5, 777))[0][0, 0, 0]
-    plain = generate_input(1, 1, 8, 5)[0][0, 0, 0]
+    mixed = generate_input(1, 1, 8, harness.combine_seeds(5, 777), device="cpu")[0][0, 0, 0]
+    plain = generate_input(1, 1, 8, 5, device="cpu")[0][0, 0, 0]
     assert float(seen.read_text()) == float(mixed) != float(plain)
 
 
@@ -148,8 +151,8 @@ def test_human_mode_prints_a_table_with_routes(run_eval, submission_file, cases_
                                submission_file("correct"), protocol=False)
     assert rc == 0, err
     first, *rows = out.splitlines()
-    assert first.startswith(f"eval.py: {describe_platform()}: ")   # versions in use, device
-    assert "no GPU" in first
+    versions = describe_platform().split("; device ")[0]   # this process may see a GPU
+    assert first.startswith(f"eval.py: {versions}; device CPU (no GPU): ")
     case_rows = [row for row in rows if row.startswith("batchsize")]
     assert len(case_rows) == 2
     assert all(" pass " in row and "route-of-test-submission" in row for row in case_rows)
@@ -178,10 +181,29 @@ def test_cases_command_prints_a_cases_file(run_eval, submission_file):
         "batchsize": 256, "qseqlen": 1, "kvseqlen": 8192, "seed": 9826}
 
 
-def test_without_a_gpu_human_mode_uses_the_reduced_benchmark_set():
+def test_without_a_gpu_human_mode_uses_the_reduced_benchmark_set(monkeypatch):
+    monkeypatch.setattr(harness, "on_gpu", lambda: False)
     assert harness.default_cases("test") == harness.case_lines("tests")
     assert harness.default_cases("benchmark") == harness.default_cases("leaderboard") == [
         "batchsize: 4; qseqlen: 1; kvseqlen: 1024; seed: 4217",
         "batchsize: 32; qseqlen: 1; kvseqlen: 1024; seed: 5412"]
     limits = harness.human_limits("leaderboard")
     assert (limits.max_runs, limits.max_time_ns) == (10, 10e9)
+
+
+def test_on_a_gpu_human_mode_uses_the_leaderboard_sets_and_limits(monkeypatch):
+    monkeypatch.setattr(harness, "on_gpu", lambda: True)
+    assert harness.default_cases("test") == harness.case_lines("tests")
+    assert harness.default_cases("benchmark") == harness.case_lines("benchmarks")
+    assert harness.human_limits("leaderboard") == harness.MODE_LIMITS["leaderboard"]
+
+
+@needs_gpu
+def test_this_projects_submission_passes_on_the_gpu(run_eval, cases_file):
+    """eval.py on the GPU with submission.py (the autopick, its routes compiled): test mode
+    on two small cases, leaderboard mode (fresh inputs every timed run, each checked)."""
+    submission = REPO_ROOT / "submission.py"
+    rc, lines, _, err = run_eval(["test", str(cases_file(SMALL_CASES))], submission, gpu=True)
+    assert (rc, lines[-1]) == (0, ("check", "pass")), err[-3000:]
+    rc, lines, _, err = run_eval(["leaderboard", str(cases_file(SMALL_CASES[:1]))], submission, gpu=True)
+    assert (rc, lines[-1]) == (0, ("check", "pass")), err[-3000:]

@@ -15,8 +15,9 @@ import torch
 
 import reference
 import submission as sub
+from conftest import needs_gpu
 
-pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU (CUDA or ROCm)")
+pytestmark = needs_gpu
 
 FORMS = [("fp8", "e4m3_waves", 128), ("mxfp4", "waves", 128)]  # (format, form, block_n it is offered with)
 

@@ -14,9 +14,13 @@ import utils
 
 @pytest.fixture
 def aiter_package(tmp_path, monkeypatch):
-    """aiter_package(with_mla) puts a package `aiter` (version 0.1.10) first on sys.path;
-    every aiter module imported meanwhile is forgotten afterwards, so that no other test
-    (reference.py's aiter check) sees it."""
+    """aiter_package(with_mla) puts a package `aiter` (version 0.1.10) first on sys.path,
+    in place of any aiter already imported (ROCm's, or tests/simulated_rocm's); every aiter
+    module imported meanwhile is forgotten afterwards and the earlier ones come back, so
+    that no other test (reference.py's aiter check) sees it."""
+    for name in [name for name in sys.modules if name == "aiter" or name.startswith("aiter.")]:
+        monkeypatch.delitem(sys.modules, name)
+
     def make(with_mla: bool):
         package = tmp_path / "aiter"
         package.mkdir()
@@ -41,9 +45,11 @@ def gpu(monkeypatch):
     return make
 
 
-def test_on_this_cpu_machine():
-    if torch.cuda.is_available():
-        pytest.skip("describes a CPU-only machine; this one has a GPU")
+def test_on_a_cpu_machine(monkeypatch):
+    # torch as a CPU build on a machine without a GPU, whatever this machine is.
+    monkeypatch.setattr(torch.version, "hip", None)
+    monkeypatch.setattr(torch.version, "cuda", None)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     line = utils.describe_platform()
     assert line.startswith(f"torch {torch.__version__} (CPU build), triton {triton.__version__}, "
                            f"aiter ")

@@ -15,6 +15,7 @@ What the reference rounds, and how the inputs reach each rounding:
   values whose quotients come nearest to ties, on both sides.
 - the cast to fp8, nearest with ties to even: every bf16 value up to the fp8 maximum, both
   signs, at scales 1, 2^-40 and 2^40: every tie, every subnormal, the largest values.
+On a GPU the kernels also run compiled there, against the reference on the same GPU.
 """
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ import torch
 
 import reference
 import submission as sub
+from conftest import DEVICE, needs_gpu
 from interpreter_worker import InterpreterWorker
 
 FORMATS = {"e4m3fn": torch.float8_e4m3fn, "e4m3fnuz": torch.float8_e4m3fnuz}
@@ -295,3 +297,20 @@ def test_scale_division_equals_a_reciprocal_multiply_for_every_bf16_amax(fp8_max
     divided = (amax / fp8_max).bfloat16()
     multiplied = (amax * torch.tensor(1.0 / fp8_max, dtype=torch.float32)).bfloat16()
     assert torch.equal(divided.view(torch.int16), multiplied.view(torch.int16))
+
+
+@needs_gpu
+@pytest.mark.parametrize("rows", [1, 4, 256])
+def test_compiled_kernels_on_the_gpu(monkeypatch, rows):
+    """The two launches compiled for this GPU, in its fp8 format, give the reference's bytes
+    and scale (the reference computed on the same GPU)."""
+    fp8_dtype = sub.default_fp8_dtype(DEVICE)
+    monkeypatch.setattr(reference, "FP8_DTYPE", fp8_dtype)
+    gen = torch.Generator().manual_seed(rows)
+    q = torch.randn((rows, 16, 576), generator=gen).bfloat16().to(DEVICE)
+    q.view(-1)[::97] = 0.0
+    q_fp8, scale = sub.quantize_q_fp8(q, fp8_dtype)
+    torch.cuda.synchronize()
+    fmt = {torch.float8_e4m3fn: "e4m3fn", torch.float8_e4m3fnuz: "e4m3fnuz"}[fp8_dtype]
+    want_bytes, want_scale = reference_quantize(q)
+    assert_same((q_fp8.view(torch.uint8).cpu(), scale.cpu()), (want_bytes.cpu(), want_scale.cpu()), fmt)

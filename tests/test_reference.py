@@ -1,5 +1,8 @@
-"""generate_input's contract, the independent fp32 attention, and the a8w8 emulation in
-ref_kernel against it on small shapes (uniform, variable lengths, q_seq_len 2)."""
+"""generate_input's contract, the independent fp32 attention, and ref_kernel against it on
+small shapes (uniform, variable lengths, q_seq_len 2): the a8w8 emulation, and aiter's
+decode where aiter is importable and takes the input (every sequence >= 196 tokens).
+Inputs are built on the device under test unless a test says otherwise."""
+import os
 import subprocess
 import sys
 
@@ -8,22 +11,23 @@ import torch
 import torch.nn.functional as F
 
 import reference
-from conftest import REPO_ROOT
+from conftest import DEVICE, REPO_ROOT
 
 UPSTREAM_CONFIG_KEYS = {"batch_size", "num_heads", "num_kv_heads", "qk_head_dim",
                         "kv_lora_rank", "qk_rope_head_dim", "v_head_dim", "q_seq_len",
                         "kv_seq_len", "sm_scale"}
 
 
-def indptr(lengths: list[int]) -> torch.Tensor:
-    return torch.tensor([0] + lengths, dtype=torch.int32).cumsum(0).to(torch.int32)
+def indptr(lengths: list[int], device=DEVICE) -> torch.Tensor:
+    return torch.tensor([0] + lengths, dtype=torch.int32).cumsum(0).to(torch.int32).to(device)
 
 
 def variable_input(q_lens: list[int], kv_lens: list[int], seed: int):
-    """An input tuple with the given per-sequence lengths (generate_input is uniform)."""
+    """An input tuple with the given per-sequence lengths (generate_input is uniform), on
+    the device under test."""
     generator = torch.Generator().manual_seed(seed)
-    q = torch.randn(sum(q_lens), 16, 576, generator=generator).to(torch.bfloat16)
-    kv = torch.randn(sum(kv_lens), 1, 576, generator=generator).to(torch.bfloat16)
+    q = torch.randn(sum(q_lens), 16, 576, generator=generator).to(torch.bfloat16).to(DEVICE)
+    kv = torch.randn(sum(kv_lens), 1, 576, generator=generator).to(torch.bfloat16).to(DEVICE)
     kv_data = {"bf16": kv, "fp8": reference.quantize_fp8(kv), "mxfp4": reference.quantize_mxfp4(kv)}
     config = {"batch_size": len(q_lens), "num_heads": 16, "num_kv_heads": 1,
               "qk_head_dim": 576, "kv_lora_rank": 512, "qk_rope_head_dim": 64,
@@ -43,15 +47,19 @@ def a8w8_oracle(data) -> torch.Tensor:
 
 def test_generate_input_matches_the_upstream_contract():
     q, kv_data, qo_indptr, kv_indptr, config = reference.generate_input(3, 1, 40, seed=7)
-    assert (q.shape, q.dtype, q.device.type) == ((3, 16, 576), torch.bfloat16, "cpu")
+    assert (q.shape, q.dtype, q.device.type) == ((3, 16, 576), torch.bfloat16, DEVICE.type)
+    assert all(t.device.type == DEVICE.type for t in (kv_data["bf16"], *kv_data["fp8"],
+                                                       *kv_data["mxfp4"], qo_indptr, kv_indptr))
     assert kv_data["bf16"].shape == (120, 1, 576) and kv_data["bf16"].dtype == torch.bfloat16
     fp8, fp8_scale = kv_data["fp8"]
     assert (fp8.shape, fp8.dtype, fp8_scale.shape, fp8_scale.dtype) == (
-        (120, 1, 576), torch.float8_e4m3fn, (1,), torch.float32)
+        (120, 1, 576), reference.FP8_DTYPE, (1,), torch.float32)
     fp4, fp4_scales = kv_data["mxfp4"]
     assert (fp4.shape, fp4.dtype) == ((120, 1, 288), torch.float4_e2m1fn_x2)
     assert (fp4_scales.shape, fp4_scales.dtype) == ((120, 18), torch.float8_e8m0fnu)
     assert qo_indptr.tolist() == [0, 1, 2, 3] and kv_indptr.tolist() == [0, 40, 80, 120]
+    on_cpu = reference.generate_input(3, 1, 40, seed=7, device="cpu")
+    assert on_cpu[0].device.type == "cpu" and on_cpu[1]["mxfp4"][1].device.type == "cpu"
     assert qo_indptr.dtype == kv_indptr.dtype == torch.int32
     assert set(config) == UPSTREAM_CONFIG_KEYS
     assert (config["batch_size"], config["kv_seq_len"], config["sm_scale"]) == (
@@ -69,13 +77,24 @@ def test_generate_input_is_deterministic_per_seed():
     assert not torch.equal(first[0], other[0])
 
 
-def test_legacy_generation_pads_the_scales():
+def python_with(variables: dict[str, str]) -> dict[str, str]:
+    """This process's environment (its PYTHONPATH: aiter, if importable here, stays so)
+    without MLA_ variables, plus `variables`."""
+    env = {key: value for key, value in os.environ.items() if not key.startswith("MLA_")}
+    return dict(env, **variables)
+
+
+def test_legacy_generation_pads_the_scales_unless_aiter_quantizes():
+    """MLA_MXFP4_GENERATION chooses the torch quantizer's generation; where aiter takes the
+    input, aiter's own quantizer decides (its current generation: trimmed scales)."""
     code = ("import reference; d = reference.generate_input(2, 1, 40, 1); "
-            "print(reference.MXFP4_GENERATION, tuple(d[1]['mxfp4'][1].shape))")
+            "print(reference.MXFP4_GENERATION, reference.HAVE_AITER, tuple(d[1]['mxfp4'][1].shape))")
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True,
-                         text=True, env={"MLA_MXFP4_GENERATION": "legacy", "PATH": ""},
+                         text=True, env=python_with({"MLA_MXFP4_GENERATION": "legacy"}),
                          check=True).stdout
-    assert out.split() == ["legacy", "(256,", "24)"]
+    legacy, have_aiter, *shape = out.split()
+    assert (legacy, have_aiter) == ("legacy", str(reference.HAVE_AITER))
+    assert shape == (["(80,", "18)"] if reference.HAVE_AITER else ["(256,", "24)"])
 
 
 def test_constants_and_platform():
@@ -84,14 +103,14 @@ def test_constants_and_platform():
         16, 1, 576, 512, 512, 64)
     assert (reference.PAGE_SIZE, reference.NUM_KV_SPLITS) == (1, 32)
     assert (reference.Q_DTYPE, reference.KV_DTYPE) == ("fp8", "fp8")
-    assert reference.HAVE_AITER is False   # this CPU machine has no ROCm
+    assert reference.HAVE_AITER == reference._aiter_importable()
     assert reference.MXFP4_GENERATION == "current"
 
 
 def test_attention_fp32_against_sdpa_for_single_queries():
     generator = torch.Generator().manual_seed(1)
-    q = torch.randn(2, 16, 576, generator=generator)
-    kv = torch.randn(70, 576, generator=generator)
+    q = torch.randn(2, 16, 576, generator=generator).to(DEVICE)
+    kv = torch.randn(70, 576, generator=generator).to(DEVICE)
     out = reference.attention_fp32(q, kv, indptr([1, 1]), indptr([30, 40]), 0.05)
     for b, (start, stop) in enumerate(((0, 30), (30, 70))):
         keys = kv[start:stop].double()
@@ -103,8 +122,8 @@ def test_attention_fp32_against_sdpa_for_single_queries():
 def test_attention_fp32_causal_rule_and_empty_sequences():
     """Query i of q_len queries over L tokens sees the first L - q_len + 1 + i tokens."""
     generator = torch.Generator().manual_seed(2)
-    q = torch.randn(3, 16, 576, generator=generator)
-    kv = torch.randn(10, 576, generator=generator)
+    q = torch.randn(3, 16, 576, generator=generator).to(DEVICE)
+    kv = torch.randn(10, 576, generator=generator).to(DEVICE)
     out = reference.attention_fp32(q, kv, indptr([3, 0]), indptr([10, 0]), 0.04)
     for i in range(3):
         alone = reference.attention_fp32(q[i:i + 1], kv[:8 + i], indptr([1]), indptr([8 + i]), 0.04)
@@ -132,6 +151,21 @@ def test_ref_kernel_emulation_matches_the_fp32_oracle(name):
     oracle = a8w8_oracle(data)
     # Same inputs, same math: the only difference is fp32 vs fp64 and the bf16 output.
     torch.testing.assert_close(out.float(), oracle, rtol=8e-3, atol=1e-4)
+
+
+@pytest.mark.parametrize("q_lens, kv_lens, aiter_defined", [
+    ([1, 1], [300, 196], True), ([1, 1, 1], [300, 1, 31], False), ([2, 2], [300, 300], False)])
+def test_ref_kernel_calls_aiter_exactly_where_its_decode_is_defined(monkeypatch, q_lens, kv_lens,
+                                                                    aiter_defined):
+    """With aiter importable (an MI355X, or tests/simulated_rocm), inputs on its device with
+    q_seq_len 1 and sequences of >= 196 tokens go to aiter's decode; without, none do."""
+    calls = []
+    decode = reference._aiter_mla_decode
+    monkeypatch.setattr(reference, "_aiter_mla_decode", lambda *args: calls.append(1) or decode(*args))
+    data = variable_input(q_lens, kv_lens, seed=8)
+    torch.testing.assert_close(reference.ref_kernel(data).float(), a8w8_oracle(data),
+                               rtol=8e-3, atol=1e-4)
+    assert len(calls) == (1 if aiter_defined and reference.HAVE_AITER else 0)
 
 
 def test_ref_kernel_online_softmax_over_token_chunks(monkeypatch):
@@ -170,7 +204,8 @@ def test_check_implementation_uses_the_current_rule():
     data = reference.generate_input(2, 1, 64, seed=9)
     good, message = reference.check_implementation(data, reference.ref_kernel(data))
     assert (good, message) == (True, "Maximum error: 0")
-    good, message = reference.check_implementation(data, torch.zeros(2, 16, 512, dtype=torch.bfloat16))
+    zeros = torch.zeros(2, 16, 512, dtype=torch.bfloat16, device=data[0].device)
+    good, message = reference.check_implementation(data, zeros)
     assert not good and "mismatch" in message
 
 
@@ -178,11 +213,11 @@ def test_check_implementation_uses_the_current_rule():
 def test_older_check_rules_are_selectable(rule, tolerance):
     code = "import reference; print(reference.CHECK_RTOL, reference.CHECK_ATOL)"
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True,
-                         text=True, env={"MLA_CHECK_RULE": rule, "PATH": ""}, check=True).stdout
+                         text=True, env=python_with({"MLA_CHECK_RULE": rule}), check=True).stdout
     assert out.split() == [str(tolerance)] * 2
 
 
 def test_unknown_check_rule_is_refused():
     proc = subprocess.run([sys.executable, "-c", "import reference"], cwd=REPO_ROOT,
-                          capture_output=True, text=True, env={"MLA_CHECK_RULE": "loose", "PATH": ""})
+                          capture_output=True, text=True, env=python_with({"MLA_CHECK_RULE": "loose"}))
     assert proc.returncode != 0 and "MLA_CHECK_RULE" in proc.stderr

@@ -1,9 +1,17 @@
-"""Issue 5, on the CPU: malformed inputs are refused with a message naming the field; odd
-but valid inputs get the right answer.
+"""Issue 5: malformed inputs are refused with a message naming the field; odd but valid
+inputs get the right answer.
+
+Where: validation and the CPU's per-call checks are host logic, their inputs pinned to the
+CPU; odd but valid inputs go through the automatic route on the device under test (the
+torch route on a CPU, the compiled Triton routes on a GPU); the Triton routes under the
+interpreter run on the CPU everywhere; on a GPU, bench/robustness_gpu.py runs its cases for
+every route and kernel form that can run there, compiled.
 
 Right means: exact attention (reference.attention_fp32, float64) over the KV format the
 route read, NaN and Inf in the same places and finite elements within 1% of the output's
-scale, and, where the leaderboard's a8w8 reference can judge the input, its check
+scale for the torch route (bench/robustness_gpu.py's tolerances for the Triton routes,
+whose products round to fp16, bf16 or e4m3), and,
+where the leaderboard's a8w8 reference can judge the input, its check
 (reference.check_implementation). Inputs built by hand get their KV formats from
 reference's quantizers (bench/robustness_gpu.py holds the builders the GPU script shares).
 Faults (a route raising mid-run, device errors) are tests/test_autopick.py's.
@@ -18,9 +26,11 @@ import torch
 
 import reference
 import submission
-from bench.robustness_gpu import (MAGNITUDES, NONFINITE, ROOT, exact_attention,
-                                  exact_attention_ieee, kv_formats, mxfp4_only, oracle_mismatch,
-                                  ragged_input, with_kv, with_nonfinite)
+from bench.robustness_gpu import (MAGNITUDES, NONFINITE, ROOT, ROUTES, exact_attention,
+                                  exact_attention_ieee, format_read_by, kv_formats, mxfp4_only,
+                                  oracle_mismatch, oracle_tolerance, ragged_input, with_kv,
+                                  with_nonfinite)
+from conftest import DEVICE, NO_GPU_ENV, needs_gpu, runnable_forms
 from reference import check_implementation, generate_input
 
 TOL = 1e-2
@@ -29,10 +39,12 @@ TOL = 1e-2
 pytestmark = pytest.mark.usefixtures("fresh_plans")
 
 
-def assert_correct(data, out, fmt="bf16", rule_data=None, oracle=exact_attention):
-    """out against exact attention over fmt and, unless rule_data is False, the reference
-    rule on rule_data (default: data itself)."""
-    problem = oracle_mismatch(out, oracle(data, fmt), TOL)
+def assert_correct(data, out, rule_data=None, oracle=exact_attention):
+    """out (of the plan of data) against exact attention over the format its route read
+    and, unless rule_data is False, the reference rule on rule_data (default: data)."""
+    route = submission.describe_route(data)
+    tolerance = TOL if route.startswith("torch") else oracle_tolerance(route)
+    problem = oracle_mismatch(out, oracle(data, format_read_by(route)), tolerance)
     assert problem is None, problem
     if rule_data is not False:
         good, message = check_implementation(data if rule_data is None else rule_data, out)
@@ -47,7 +59,8 @@ TOTAL_KV = 80  # valid(): 2 sequences of 40 tokens
 
 
 def valid():
-    return generate_input(2, 1, 40, 3)
+    """Two sequences of 40 tokens, on the CPU: validation is host logic."""
+    return generate_input(2, 1, 40, 3, device="cpu")
 
 
 def replaced(data, **parts):
@@ -64,12 +77,12 @@ def kv(data, **formats):
     return replaced(data, kv_data={k: v for k, v in changed.items() if v is not None})
 
 
-def ptr(values):
-    return torch.tensor(values, dtype=torch.int32)
+def ptr(values, device="cpu"):
+    return torch.tensor(values, dtype=torch.int32, device=device)
 
 
 def strided_last_dim(t):
-    wide = torch.zeros(*t.shape[:-1], 2 * t.shape[-1], dtype=t.dtype)
+    wide = torch.zeros(*t.shape[:-1], 2 * t.shape[-1], dtype=t.dtype, device=t.device)
     wide[..., ::2] = t
     return wide[..., ::2]
 
@@ -171,7 +184,8 @@ def test_forced_route_without_its_format_is_refused(monkeypatch):
 
 
 # ------------------------------------------------------------------------------------
-# 2. Odd but valid inputs, through the automatic route (the torch route on the CPU)
+# 2. Odd but valid inputs, through the automatic route, on the device under test (the
+#    torch route on the CPU, mostly the Triton routes on a GPU)
 # ------------------------------------------------------------------------------------
 def lengths_0_to_8(batch, seed=5):
     return torch.randint(0, 9, (batch,), generator=torch.Generator().manual_seed(seed)).tolist()
@@ -182,12 +196,12 @@ def empty_cache(data):
     kv_data = data[1]
     cut = {"bf16": kv_data["bf16"][:0], "fp8": (kv_data["fp8"][0][:0], kv_data["fp8"][1]),
            "mxfp4": (kv_data["mxfp4"][0][:0], kv_data["mxfp4"][1][:0])}
-    return replaced(data, kv_data=cut, kv_indptr=ptr([0, 0, 0]))
+    return replaced(data, kv_data=cut, kv_indptr=ptr([0, 0, 0], data[3].device))
 
 
 ODD_VALID = {
     "ragged_zero_and_odd_lengths": lambda: ragged_input([0, 1, 31, 33, 0, 300, 64, 7], seed=1),
-    "all_sequences_empty": lambda: replaced(ragged_input([1, 1, 1], seed=1), kv_indptr=ptr([0, 0, 0, 0])),
+    "all_sequences_empty": lambda: replaced(ragged_input([1, 1, 1], seed=1), kv_indptr=ptr([0, 0, 0, 0], DEVICE)),
     "empty_cache": lambda: empty_cache(ragged_input([1, 1], seed=1)),
     "batch_1": lambda: ragged_input([77], seed=2),
     "kv_length_1": lambda: ragged_input([1, 1, 1], seed=3),
@@ -217,8 +231,8 @@ def resident_bytes(key):
 def test_one_sequence_of_32768_tokens_in_bounded_memory():
     """Peak resident memory of the first call (plan, verification, timing runs) over what
     the process held before: a few fp32 copies of the 32768 x 576 KV (75 MB each) at most,
-    nothing that grows with heads x tokens x dims."""
-    data = ragged_input([32768], seed=5)
+    nothing that grows with heads x tokens x dims. Host memory: the input on the CPU."""
+    data = ragged_input([32768], seed=5, device="cpu")
     with open("/proc/self/clear_refs", "w") as clear_refs:
         clear_refs.write("5")  # resets the peak (VmHWM) to the current resident size
     before = resident_bytes("VmRSS")
@@ -248,7 +262,7 @@ MXFP4_LAYOUTS = {
 
 
 def widened(scales):
-    wide = torch.full((scales.shape[0] + 5, 40), 0xFF, dtype=torch.uint8)
+    wide = torch.full((scales.shape[0] + 5, 40), 0xFF, dtype=torch.uint8, device=scales.device)
     wide[:scales.shape[0], 3:3 + scales.shape[1]] = scales.view(torch.uint8)
     return wide[:, 3:3 + scales.shape[1]].view(scales.dtype)
 
@@ -261,8 +275,8 @@ def test_mxfp4_layouts_and_spellings(layout):
         assert data[1]["mxfp4"][1].shape == (512, 24)
     mxfp4_data = with_kv(data, MXFP4_LAYOUTS[layout](data))
     out = submission.custom_kernel(mxfp4_data)
-    assert submission.describe_route(mxfp4_data) == "torch[mxfp4]"
-    assert_correct(mxfp4_data, out, fmt="mxfp4", rule_data=data)
+    assert format_read_by(submission.describe_route(mxfp4_data)) == "mxfp4"
+    assert_correct(mxfp4_data, out, rule_data=data)
 
 
 @pytest.mark.parametrize("only_fp8", [False, True])
@@ -274,7 +288,8 @@ def test_fp8_e4m3fnuz_kv(monkeypatch, only_fp8):
     if only_fp8:
         data = with_kv(data, {"fp8": data[1]["fp8"]})
     out = submission.custom_kernel(data)
-    assert_correct(data, out, fmt="fp8" if only_fp8 else "bf16")
+    assert format_read_by(submission.describe_route(data)) in (("fp8",) if only_fp8 else ("bf16", "fp8", "mxfp4"))
+    assert_correct(data, out)
 
 
 @pytest.mark.parametrize("name", MAGNITUDES)
@@ -315,7 +330,7 @@ TRITON_CASES = ("ragged", "padded_scales", "uint8_spelling", "noncontiguous_q", 
 
 def test_odd_valid_inputs_through_the_triton_routes_under_the_interpreter(tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith("MLA_")}
-    env["TRITON_INTERPRET"] = "1"
+    env.update(NO_GPU_ENV, TRITON_INTERPRET="1")  # the interpreter runs on the CPU
     proc = subprocess.run(
         [sys.executable, str(ROOT / "bench" / "robustness_gpu.py"), "--smoke", "--out", str(tmp_path),
          "--routes", ",".join(TRITON_ROUTES), "--cases", ",".join(TRITON_CASES)],
@@ -328,3 +343,34 @@ def test_odd_valid_inputs_through_the_triton_routes_under_the_interpreter(tmp_pa
     expected = {(route, case) for route in TRITON_ROUTES for case in TRITON_CASES
                 if not (route == "triton_fp8" and case in ("padded_scales", "uint8_spelling"))}
     assert {key: status.get(key) for key in expected} == {key: "PASS" for key in expected}
+
+
+# ------------------------------------------------------------------------------------
+# 2c. On a GPU: bench/robustness_gpu.py's cases (memory flat over 1000 calls, 100
+#     rechecks, ragged, magnitudes, NaN/Inf, MXFP4 layouts, non-contiguous Q, misaligned
+#     addresses, fnuz) for the automatic route and for every route and kernel form that
+#     can run here, forced and compiled, at its full sizes
+# ------------------------------------------------------------------------------------
+def routes_runnable_here() -> list[str]:
+    routes = ["torch"] + [f"triton_{fmt}:{form}" for fmt in ("fp8", "mxfp4") for form in runnable_forms(fmt)]
+    return routes + (["aiter_fp8"] if reference.HAVE_AITER else [])
+
+
+@needs_gpu
+def test_every_route_and_form_on_the_gpu_robustness_cases(tmp_path):
+    """Every case of every route passes, or, for a forced route whose format is too lossy
+    for an extreme input, is refused with an error naming the failed verification (never
+    a wrong answer); nothing is skipped. The automatic route passes every case."""
+    routes = routes_runnable_here()
+    assert set(ROUTES) - {"aiter_fp8"} <= {route.split(":")[0] for route in routes}
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MLA_") and k != "TRITON_INTERPRET"}
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "robustness_gpu.py"), "--out", str(tmp_path),
+         "--routes", ",".join(routes)], env=env, capture_output=True, text=True, timeout=600)
+    rows = json.loads((tmp_path / "robustness_gpu.json").read_text())["rows"]
+    assert {row["route"] for row in rows} == {"auto", *routes}, proc.stdout[-3000:] + proc.stderr[-3000:]
+    allowed = {route: {"PASS"} if route in ("auto", "torch") else {"PASS", "REFUSED"} for route in ["auto", *routes]}
+    bad = [f"{r['route']} {r['case']}: {r['status']} {r['detail'][:200]}" for r in rows
+           if r["status"] not in allowed[r["route"]]]
+    assert not bad, "\n".join(bad)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]

@@ -4,8 +4,12 @@ they are missing, and never installs or replaces aiter.
 Each case runs the real tools/setup.sh, as a user would, with a fresh venv under tmp first
 on PATH (never the system Python). The GPU stacks are stand-ins: distributions with
 metadata and a module whose __version__ and STAND_IN marker tell them from real ones. The
-case without torch installs the pins (from this machine's disk: about a minute).
+case without torch installs the pins (from this machine's disk: about a minute). Host
+logic: runs on any machine whose pip can get what set-up installs, from the package index
+or from wheels it is pointed at (PIP_FIND_LINKS, PIP_NO_INDEX); a case whose packages pip
+cannot get there is skipped, naming them.
 """
+import functools
 import importlib.util
 import json
 import os
@@ -19,6 +23,7 @@ import pytest
 REPO_ROOT = Path(__file__).resolve().parent.parent
 SETUP = REPO_ROOT / "tools" / "setup.sh"
 SETUP_TIMEOUT_S = 600
+REQUIREMENTS = REPO_ROOT / "requirements.txt"
 
 
 def load_gpu_stack():
@@ -29,6 +34,28 @@ def load_gpu_stack():
 
 
 PINS = load_gpu_stack().read_pins()
+
+
+@functools.cache
+def pip_cannot_get(*requirements: str) -> str | None:
+    """None where this machine's pip resolves every requirement (a dry run: nothing is
+    downloaded or installed), else pip's reason, for a skip."""
+    proc = subprocess.run([sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed",
+                           "--quiet", "--retries", "0", "--timeout", "15", *requirements],
+                          capture_output=True, text=True, timeout=300)
+    if proc.returncode == 0:
+        return None
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("ERROR")]
+    return f"pip cannot get {' '.join(requirements)} here: {(errors or ['?'])[-1]}"
+
+
+def needs_packages(*installs: tuple[str, ...]):
+    """Skips unless pip can get each install's requirements (set-up runs one pip install
+    per pin, then requirements.txt)."""
+    for requirements in installs:
+        why = pip_cannot_get(*requirements)
+        if why:
+            pytest.skip(f"needs the package index or local wheels ({why})")
 
 # What one venv's Python imports: each module's version, file and stand-in marker.
 MODULES_SCRIPT = """
@@ -69,7 +96,7 @@ def make_venv(path: Path, with_pip: bool = True) -> Path:
 def site_packages(venv: Path) -> Path:
     return Path(subprocess.run(
         [venv / "bin" / "python", "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-        check=True, capture_output=True, text=True).stdout.strip())
+        env=venv_env(), check=True, capture_output=True, text=True).stdout.strip())
 
 
 def add_stand_in(venv: Path, distribution: str, version: str, module: str,
@@ -93,17 +120,23 @@ def add_stand_in(venv: Path, distribution: str, version: str, module: str,
                      ("METADATA", "INSTALLER", "top_level.txt", "RECORD")))))
 
 
-def run_setup(venv: Path) -> subprocess.CompletedProcess:
-    """tools/setup.sh with the venv first on PATH, so that its `python3` is the venv's."""
+def venv_env(**variables) -> dict:
+    """This environment without PYTHONPATH and PYTHONHOME (a venv sees only its own
+    packages, not e.g. tests/simulated_rocm's aiter), plus `variables`."""
     env = {key: value for key, value in os.environ.items()
            if key not in ("PYTHONPATH", "PYTHONHOME")}
-    env.update(PATH=f"{venv / 'bin'}{os.pathsep}{os.environ['PATH']}", VIRTUAL_ENV=str(venv))
+    return dict(env, **variables)
+
+
+def run_setup(venv: Path) -> subprocess.CompletedProcess:
+    """tools/setup.sh with the venv first on PATH, so that its `python3` is the venv's."""
+    env = venv_env(PATH=f"{venv / 'bin'}{os.pathsep}{os.environ['PATH']}", VIRTUAL_ENV=str(venv))
     return subprocess.run(["bash", str(SETUP)], env=env, capture_output=True, text=True,
                           timeout=SETUP_TIMEOUT_S)
 
 
 def in_venv(venv: Path, script: str):
-    result = subprocess.run([venv / "bin" / "python", "-c", script],
+    result = subprocess.run([venv / "bin" / "python", "-c", script], env=venv_env(),
                             capture_output=True, text=True, check=True)
     return json.loads(result.stdout)
 
@@ -125,6 +158,7 @@ ROCM_STACK = [("torch", "2.10.0+rocm7.1", "torch"),
 
 
 def test_setup_keeps_an_installed_rocm_stack(venv_dir):
+    needs_packages(("-r", str(REQUIREMENTS)))
     venv = make_venv(venv_dir)
     for distribution, version, module in ROCM_STACK:
         add_stand_in(venv, distribution, version, module)
@@ -165,6 +199,7 @@ def test_setup_refuses_to_replace_a_torch_that_fails_to_import(venv_dir):
 
 
 def test_setup_installs_the_pins_where_torch_and_triton_are_missing(venv_dir):
+    needs_packages(*((pin,) for pin in PINS.values()), ("-r", str(REQUIREMENTS)))
     venv = make_venv(venv_dir)
 
     result = run_setup(venv)

@@ -9,8 +9,10 @@ the output's own scale (submission.ERROR_BOUNDS, set by bench/verify_errors.py).
   heads rolled by one, two sequences swapped, one row NaN), over each KV format, at kv
   1024 and 8192, are rejected with a message naming the bound they fail;
 - every real route passes on those inputs: torch (through the autopick), both Triton
-  routes under the interpreter (every launch candidate at 1024, the default at 8192:
-  the interpreter takes 5-25 s a call there), aiter through tests/fake_aiter.py;
+  routes under the interpreter on the CPU (every launch candidate at 1024, the default at
+  8192: the interpreter takes 5-25 s a call there) and, on a GPU, compiled (every launch
+  candidate of every kernel form that can run there, at both lengths), aiter through
+  tests/fake_aiter.py (on the CPU, where the fake computes);
 - where a real route misses a bound on a valid input (a8w8's per-tensor fp8 Q with q and
   KV of 1e15: the scores are so peaked that its rounding picks other tokens), the plan
   falls back to a route that passes.
@@ -25,6 +27,7 @@ import torch
 import reference
 import submission
 from bench.robustness_gpu import ROOT, ragged_input
+from conftest import DEVICE, needs_gpu, runnable_forms
 from fake_aiter import FakeAiter
 from interpreter_worker import InterpreterWorker
 
@@ -37,8 +40,9 @@ SEQUENCE_BOUND = "sequence relative RMS error"
 NONFINITE_BOUND = "non-finite elements"
 
 
-def verification_input(kv_len: int):
-    return reference.generate_input(BATCH, 1, kv_len, SEEDS[kv_len])
+def verification_input(kv_len: int, device=None):
+    """On the device under test unless told."""
+    return reference.generate_input(BATCH, 1, kv_len, SEEDS[kv_len], device=device)
 
 
 def one_row_nan(out):
@@ -145,20 +149,26 @@ def test_output_errors_of_empty_sequences_and_matching_nan():
 # ------------------------------------------------------------------------------------
 # Real routes pass on the same inputs
 # ------------------------------------------------------------------------------------
-def verify_triton_in_worker(kv_len: int, all_launches: bool) -> list[tuple]:
-    """Runs in a worker with TRITON_INTERPRET=1: (label, passed, detail) of the Triton
-    launch candidates on verification_input(kv_len), judged by the verifier."""
-    assert os.environ.get("TRITON_INTERPRET") == "1"
-    data = verification_input(kv_len)
+def verify_triton(data, launches_per_format: dict) -> list[tuple]:
+    """(label, passed, detail) of each Triton launch on data, judged by the verifier."""
     shape = submission.CallShape(data)
     verifier = submission.Verifier(data, shape)
     verdicts = []
-    for kv_format in ("fp8", "mxfp4"):
-        launches = submission.triton_launch_candidates(kv_format, shape.batch, shape.max_kv_len, 1, "")
-        for launch in launches if all_launches else launches[:1]:
+    for kv_format, launches in launches_per_format.items():
+        for launch in launches:
             runner = submission.TritonRunner(shape, kv_format, launch)
             verdicts.append((runner.label, *verifier.check(kv_format, runner(*data[:4]))))
     return verdicts
+
+
+def verify_triton_in_worker(kv_len: int, all_launches: bool) -> list[tuple]:
+    """Runs in a worker with TRITON_INTERPRET=1, on CPU inputs: the Triton launch
+    candidates on verification_input(kv_len) (all, or each format's first)."""
+    assert os.environ.get("TRITON_INTERPRET") == "1"
+    data = verification_input(kv_len, device="cpu")
+    launches = {kv_format: submission.triton_launch_candidates(kv_format, BATCH, kv_len, 1, "")
+                for kv_format in ("fp8", "mxfp4")}
+    return verify_triton(data, {fmt: found if all_launches else found[:1] for fmt, found in launches.items()})
 
 
 @pytest.fixture(scope="module")
@@ -178,6 +188,23 @@ def test_triton_routes_pass_under_the_interpreter(interpreter_worker, kv_len):
     assert not failed, failed
 
 
+@needs_gpu
+@pytest.mark.parametrize("kv_len", KV_LENGTHS)
+def test_triton_routes_pass_compiled_on_the_gpu(kv_len):
+    """Every launch candidate of every kernel form this GPU can run (each form forced, as
+    MLA_ROUTE=<route>:<form> offers it), compiled, on the same inputs."""
+    num_sms, arch = submission._device_sms_and_arch(DEVICE)
+    data = verification_input(kv_len)
+    launches = {fmt: [launch for form in runnable_forms(fmt) for launch in
+                      submission.triton_launch_candidates(fmt, BATCH, kv_len, num_sms, arch, form)]
+                for fmt in ("fp8", "mxfp4")}
+    verdicts = verify_triton(data, launches)
+    forms = {label.split("form=")[1].split(",")[0] for label, _, _ in verdicts}
+    assert forms == {form for fmt in launches for form in runnable_forms(fmt)}, forms
+    failed = [(label, detail) for label, good, detail in verdicts if not good]
+    assert not failed, failed
+
+
 @pytest.fixture
 def fake_aiter(monkeypatch):
     fake = FakeAiter()
@@ -192,7 +219,7 @@ def fake_aiter(monkeypatch):
 
 @pytest.mark.parametrize("kv_len", KV_LENGTHS)
 def test_aiter_candidates_pass_through_the_fake(fake_aiter, kv_len):
-    data = verification_input(kv_len)
+    data = verification_input(kv_len, device="cpu")
     shape = submission.CallShape(data)
     verifier = submission.Verifier(data, shape)
     factories = submission.AiterRoute().variants(shape)
@@ -206,7 +233,7 @@ def test_aiter_candidates_pass_through_the_fake(fake_aiter, kv_len):
 def test_a_route_that_misses_a_bound_on_a_valid_input_falls_back(fake_aiter):
     """q and KV of 1e15: the scores are so peaked that a8w8's fp8 Q picks other tokens
     (bench/verify_errors.py: 50% error); a16w8 and torch stay exact enough."""
-    data = ragged_input([300, 300], seed=42, q_scale=1e15, kv_scale=1e15)
+    data = ragged_input([300, 300], seed=42, q_scale=1e15, kv_scale=1e15, device="cpu")
     out = submission.custom_kernel(data)
     report = plan_report(data)
     a8w8 = {label: verdict for label, verdict in report.items() if label.startswith("aiter_a8w8")}

@@ -7,6 +7,9 @@
 # - .ci/aiter_wheel: AMD's pure-Python aiter wheel, unpacked WITHOUT its dependencies and
 #   never imported as a package (not on any import path, so it shadows no installed aiter):
 #   tests read its MXFP4 quantizer by file path to check our bytes against aiter's.
+# Offline (a machine that cannot reach the package index): pip takes its usual variables,
+# e.g. PIP_NO_INDEX=1 PIP_FIND_LINKS=DIR with the wheels in DIR; a .ci/aiter_wheel that
+# already holds aiter/utility/fp4_utils.py is kept as it is.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 python3 tools/gpu_stack.py
