@@ -58,6 +58,8 @@ ORACLE_TOL = 2e-2
 E4M3_ORACLE_TOL = 0.1
 E4M3_LABELS = ("form=e4m3_waves", "form=waves", "aiter_a8w8")
 ROUTES = ("torch", "triton_mxfp4", "triton_fp8", "aiter_fp8")
+# What a Triton form that loads 4-byte words says of rows that are not 4-byte aligned.
+ALIGNMENT_REFUSAL = "needs 4-byte aligned rows"
 # (q scale, KV scale): scores stay O(1) in the first three; the last two are peaked.
 MAGNITUDES = {"q_huge_kv_tiny": (1e4, 1e-4), "q_tiny_kv_huge": (1e-4, 1e4),
               "both_tiny": (1e-18, 1e-18), "both_huge": (1e15, 1e15), "peaked": (8.0, 1.0)}
@@ -382,7 +384,13 @@ def case_misaligned_after_aligned(sub, sizes, route):
     moved = (shifted(fresh[0]), kv_data, shifted(fresh[2]), shifted(fresh[3]), fresh[4])
     if sub.plan_key(moved) != sub.plan_key(aligned):
         return "the shifted views changed the plan key: the case tests nothing"
-    return judge(sub, moved)
+    try:
+        return judge(sub, moved)
+    except ValueError as error:
+        # A form that reads MXFP4 rows as 4-byte words refuses other rows by name.
+        if ALIGNMENT_REFUSAL in str(error):
+            return "REFUSED", str(error)[:200]
+        raise
 
 
 def case_fnuz(sub, sizes, route):
