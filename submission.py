@@ -1276,6 +1276,7 @@ class TritonRoute:
     def __init__(self, kv_format: str):
         self.kv_format = kv_format
         self.name = f"triton_{kv_format}"
+        self.forms = KERNEL_FORMS[kv_format]  # MLA_ROUTE=triton_<format>:<form> offers that form alone
 
     def variants(self, shape: CallShape, form: str = "") -> list:
         if shape.q_seq_len != 1 or self.kv_format not in shape.formats or not _runs_triton_here(shape.device):
@@ -1488,12 +1489,19 @@ def quantize_q_fp8(q, fp8_dtype=None) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 # =====================================================================================
-# Route: aiter persistent MLA decode over the fp8 KV (ROCm). Indices and work buffers are
-# built once per plan. aiter's metadata (each sequence's KV splits) depends on the lengths,
-# which the plan key does not hold, so every call rebuilds it on the device from its own
-# kv_indptr, after a length check that keeps lengths aiter would mis-plan away from it.
-# Per call, in order: a8w8 the Q quantizer's two launches (the check fused into the
-# first), a16w8 the check's own launch; then aiter's metadata build and aiter's decode.
+# Route: aiter persistent MLA decode over the fp8 KV (ROCm), a8w8 (Q quantized per call to
+# fp8) or a16w8 (bf16 Q), for each KV-split count, in two variants. Indices and work
+# buffers are built once per plan. aiter's metadata (each sequence's KV splits) depends on
+# the lengths, which the plan key does not hold:
+# - metadata=per_call rebuilds it on the device every call from the call's own kv_indptr,
+#   after a length check that keeps lengths aiter would mis-plan away from it (refused:
+#   NaN). Per call: a8w8 the Q quantizer's two launches (the check fused into the first),
+#   a16w8 the check's own launch; then aiter's metadata build and aiter's decode.
+# - metadata=cached builds it once, with the plan, from the plan's first kv_indptr; each
+#   call compares its kv_indptr with that one on the device, and any difference makes what
+#   aiter reads NaN (a8w8: the Q scale, a16w8: the KV scale), so the whole output is NaN.
+#   Per call: a8w8 the quantizer's two launches (the comparison fused into the first),
+#   a16w8 the comparison's own launch; then aiter's decode.
 # =====================================================================================
 AITER_KV_SPLIT_CANDIDATES = (4, 8, 16, 32)
 # Every sequence of a call the route serves has at least this many tokens. aiter's v1_0
@@ -1504,7 +1512,7 @@ AITER_KV_SPLIT_CANDIDATES = (4, 8, 16, 32)
 # so fewer would be written out of bounds.
 AITER_MIN_KV_LEN = 256
 AITER_GFX942_MIN_SPLITS = 16
-KV_LENGTH_CHECK_BLOCK = 1024  # sequences the check reads per step
+KV_LENGTH_CHECK_BLOCK = 1024  # kv_indptr entries the checks read per step
 _FP32_NAN_BITS = 0x7FC00000
 
 
@@ -1539,6 +1547,19 @@ def _check_kv_lengths(kv_indptr_ptr, kv_indptr_stride, fallback_kv_indptr_ptr, c
 
 
 @triton.jit
+def _kv_indptr_differs(kv_indptr_ptr, kv_indptr_stride, plan_kv_indptr_ptr, entries, BLOCK: tl.constexpr):
+    """Whether any of the call's `entries` kv_indptr values differs from the plan's."""
+    differs = tl.zeros([], dtype=tl.int32)
+    for first in range(0, entries, BLOCK):
+        index = first + tl.arange(0, BLOCK)
+        inside = index < entries
+        call_values = tl.load(kv_indptr_ptr + index * kv_indptr_stride, mask=inside, other=0)
+        plan_values = tl.load(plan_kv_indptr_ptr + index, mask=inside, other=0)
+        differs = differs | tl.max((call_values != plan_values).to(tl.int32), axis=0)
+    return differs != 0
+
+
+@triton.jit
 def _q_abs_max_partials_checked_kernel(q_ptr, partials_ptr, n, blocks_per_program, kv_indptr_ptr,
                                        kv_indptr_stride, fallback_kv_indptr_ptr, checked_kv_indptr_ptr,
                                        last_page_lens_ptr, batch, total_kv, BLOCK: tl.constexpr,
@@ -1556,6 +1577,20 @@ def _q_abs_max_partials_checked_kernel(q_ptr, partials_ptr, n, blocks_per_progra
 
 
 @triton.jit
+def _q_abs_max_partials_compared_kernel(q_ptr, partials_ptr, n, blocks_per_program, kv_indptr_ptr,
+                                        kv_indptr_stride, plan_kv_indptr_ptr, entries, BLOCK: tl.constexpr,
+                                        CHECK_BLOCK: tl.constexpr, NAN_BITS: tl.constexpr):
+    """The quantizer's first launch with the kv_indptr comparison in program 0: a call whose
+    kv_indptr differs from the plan's gets a NaN partial, so its scale and every Q byte
+    are NaN, and so is aiter's output."""
+    largest = _q_abs_max_partial(q_ptr, n, blocks_per_program, BLOCK)
+    if tl.program_id(0) == 0:
+        differs = _kv_indptr_differs(kv_indptr_ptr, kv_indptr_stride, plan_kv_indptr_ptr, entries, CHECK_BLOCK)
+        largest = tl.where(differs, NAN_BITS, largest)
+    tl.store(partials_ptr + tl.program_id(0), largest)
+
+
+@triton.jit
 def _kv_lengths_check_kernel(kv_scale_ptr, checked_kv_scale_ptr, kv_indptr_ptr, kv_indptr_stride,
                              fallback_kv_indptr_ptr, checked_kv_indptr_ptr, last_page_lens_ptr, batch,
                              total_kv, MIN_KV_LEN: tl.constexpr, CHECK_BLOCK: tl.constexpr,
@@ -1567,6 +1602,16 @@ def _kv_lengths_check_kernel(kv_scale_ptr, checked_kv_scale_ptr, kv_indptr_ptr, 
                                 MIN_KV_LEN, CHECK_BLOCK)
     nan = tl.full([], NAN_BITS, tl.int32).to(tl.float32, bitcast=True)
     tl.store(checked_kv_scale_ptr, tl.where(refused, nan, tl.load(kv_scale_ptr)))
+
+
+@triton.jit
+def _kv_indptr_compare_kernel(kv_scale_ptr, checked_kv_scale_ptr, kv_indptr_ptr, kv_indptr_stride,
+                              plan_kv_indptr_ptr, entries, CHECK_BLOCK: tl.constexpr, NAN_BITS: tl.constexpr):
+    """a16w8's kv_indptr comparison: one program; a call whose kv_indptr differs from the
+    plan's gets a NaN KV scale, and so does aiter's output."""
+    differs = _kv_indptr_differs(kv_indptr_ptr, kv_indptr_stride, plan_kv_indptr_ptr, entries, CHECK_BLOCK)
+    nan = tl.full([], NAN_BITS, tl.int32).to(tl.float32, bitcast=True)
+    tl.store(checked_kv_scale_ptr, tl.where(differs, nan, tl.load(kv_scale_ptr)))
 
 
 def _check_kv_lengths_torch(kv_indptr, fallback_kv_indptr, checked_kv_indptr, last_page_lens,
@@ -1581,6 +1626,12 @@ def _check_kv_lengths_torch(kv_indptr, fallback_kv_indptr, checked_kv_indptr, la
 
 
 class AiterRunner:
+    """What both metadata variants share: the plan's buffers, aiter's decode, and the
+    per-call guard on kv_indptr (fused into the a8w8 quantizer's first launch; a16w8's own
+    launch) that makes what aiter reads NaN when it refuses the call. A variant defines
+    `metadata` (its name), the guard (Q_GUARD_KERNEL, KV_SCALE_GUARD_KERNEL, GUARD_CONSTANTS,
+    _guard_args, _refused_torch), _aiter_lengths and _metadata_for_call."""
+
     def __init__(self, shape: CallShape, data, q_in_fp8: bool, num_kv_splits: int):
         q, kv_data, qo_indptr, kv_indptr, _ = data
         _require(shape.min_kv_len >= AITER_MIN_KV_LEN, ValueError,
@@ -1595,20 +1646,17 @@ class AiterRunner:
         self.batch = shape.batch
         self.total_kv = shape.total_kv
         self.needs_contiguous_q = not shape.q_contiguous  # aiter: "only support Q.is_contiguous()"
-        self.label = f"aiter_{'a8w8' if q_in_fp8 else 'a16w8'}[splits={num_kv_splits}]"
+        self.label = (f"aiter_{'a8w8' if q_in_fp8 else 'a16w8'}[splits={num_kv_splits},"
+                      f"metadata={self.metadata}]")
         device = q.device
         self.launches_triton = device.type == "cuda" or _INTERPRETED  # else torch operations (CPU)
         # Page size 1: every token is a page; the leaderboard's reference passes the
         # per-sequence lengths as the last-page lengths.
         self.kv_indices = torch.arange(shape.total_kv, dtype=torch.int32, device=device)
-        # Written by every call's length check, read by aiter's metadata build and decode.
-        self.checked_kv_indptr = torch.empty(shape.batch + 1, dtype=torch.int32, device=device)
-        self.kv_last_page_len = torch.empty(shape.batch, dtype=torch.int32, device=device)
-        # This plan's first kv_indptr (checked when the plan was built): what the metadata is
-        # built from when a call is refused, so that aiter never reads lengths it mis-plans.
-        self.fallback_kv_indptr = kv_indptr.clone(memory_format=torch.contiguous_format)
+        # This plan's first kv_indptr, checked when the plan was built.
+        self.plan_kv_indptr = kv_indptr.clone(memory_format=torch.contiguous_format)
         # a8w8: Q is quantized per call (never cached: inputs change) into plan-owned buffers;
-        # a16w8: the KV scale passes through the check into a plan-owned one.
+        # a16w8: the KV scale passes through the guard into a plan-owned one.
         self.q_scratch = make_q_fp8_scratch(q.shape, fp8_dtype, device) if q_in_fp8 else None
         self.checked_kv_scale = None if q_in_fp8 else torch.empty(1, dtype=torch.float32, device=device)
         self.q_dtype = fp8_dtype if q_in_fp8 else torch.bfloat16
@@ -1619,39 +1667,40 @@ class AiterRunner:
         (self.work_meta_data, self.work_indptr, self.work_info_set, self.reduce_indptr,
          self.reduce_final_map, self.reduce_partial_map) = [
             torch.empty(size, dtype=dtype, device=device) for size, dtype in info]
+        # The kv_indptr and last-page lengths that aiter's metadata build and decode read.
+        self.aiter_kv_indptr, self.kv_last_page_len = self._aiter_lengths()
 
-    def _check_args(self, kv_indptr) -> tuple:
-        """_check_kv_lengths' arguments but the constants."""
-        return (kv_indptr, kv_indptr.stride(0), self.fallback_kv_indptr, self.checked_kv_indptr,
-                self.kv_last_page_len, self.batch, self.total_kv)
+    def _build_metadata(self, qo_indptr) -> None:
+        aiter_ops.get_mla_metadata_v1(
+            qo_indptr, self.aiter_kv_indptr, self.kv_last_page_len, NUM_HEADS, 1, True,
+            self.work_meta_data, self.work_info_set, self.work_indptr,
+            self.reduce_indptr, self.reduce_final_map, self.reduce_partial_map,
+            page_size=1, kv_granularity=16, max_seqlen_qo=self.q_seq_len,
+            uni_seqlen_qo=self.q_seq_len, fast_mode=False, max_split_per_batch=self.num_kv_splits,
+            intra_batch_mode=True, dtype_q=self.q_dtype, dtype_kv=self.kv_dtype)
 
-    def _check_lengths_torch(self, kv_indptr) -> torch.Tensor:
-        return _check_kv_lengths_torch(kv_indptr, self.fallback_kv_indptr, self.checked_kv_indptr,
-                                       self.kv_last_page_len, self.total_kv)
-
-    def _quantize_q_and_check_lengths(self, q, kv_indptr):
-        """a8w8: the quantizer's two launches, the first also checking the lengths.
+    def _quantize_q_and_guard(self, q, kv_indptr):
+        """a8w8: the quantizer's two launches, the first also guarding kv_indptr.
         Returns the Q and Q scale aiter is to read."""
         scratch = self.q_scratch
         if not self.launches_triton:
             _quantize_q_fp8_torch(q, scratch)
-            scratch.scale.masked_fill_(self._check_lengths_torch(kv_indptr), float("nan"))
+            scratch.scale.masked_fill_(self._refused_torch(kv_indptr), float("nan"))
             return scratch.q_fp8, scratch.scale
-        KernelCall(_q_abs_max_partials_checked_kernel, (scratch.programs,),
-                   (q, scratch.partials, q.numel(), scratch.blocks_per_program, *self._check_args(kv_indptr),
-                    scratch.block, AITER_MIN_KV_LEN, KV_LENGTH_CHECK_BLOCK, _FP32_NAN_BITS),
-                   dict(num_warps=4)).launch()
+        KernelCall(self.Q_GUARD_KERNEL, (scratch.programs,),
+                   (q, scratch.partials, q.numel(), scratch.blocks_per_program, *self._guard_args(kv_indptr),
+                    scratch.block, *self.GUARD_CONSTANTS), dict(num_warps=4)).launch()
         q_fp8_quantize_call(q, scratch).launch()
         return scratch.q_fp8, scratch.scale
 
-    def _check_lengths(self, kv_indptr, kv_scale):
-        """a16w8: the check's own launch. Returns the KV scale aiter is to read."""
+    def _guard_kv_scale(self, kv_indptr, kv_scale):
+        """a16w8: the guard's own launch. Returns the KV scale aiter is to read."""
         if not self.launches_triton:
-            self.checked_kv_scale.copy_(kv_scale.masked_fill(self._check_lengths_torch(kv_indptr), float("nan")))
+            self.checked_kv_scale.copy_(kv_scale.masked_fill(self._refused_torch(kv_indptr), float("nan")))
             return self.checked_kv_scale
-        KernelCall(_kv_lengths_check_kernel, (1,),
-                   (kv_scale, self.checked_kv_scale, *self._check_args(kv_indptr), AITER_MIN_KV_LEN,
-                    KV_LENGTH_CHECK_BLOCK, _FP32_NAN_BITS), dict(num_warps=4)).launch()
+        KernelCall(self.KV_SCALE_GUARD_KERNEL, (1,),
+                   (kv_scale, self.checked_kv_scale, *self._guard_args(kv_indptr), *self.GUARD_CONSTANTS),
+                   dict(num_warps=4)).launch()
         return self.checked_kv_scale
 
     def __call__(self, q, kv_data, qo_indptr, kv_indptr):
@@ -1659,20 +1708,14 @@ class AiterRunner:
         if self.needs_contiguous_q:  # aiter and the quantizer read Q contiguous
             q = q.contiguous()
         if self.q_in_fp8:
-            q_in, q_scale = self._quantize_q_and_check_lengths(q, kv_indptr)
+            q_in, q_scale = self._quantize_q_and_guard(q, kv_indptr)
         else:
             q_in, q_scale = q, None
-            kv_scale = self._check_lengths(kv_indptr, kv_scale)
-        aiter_ops.get_mla_metadata_v1(
-            qo_indptr, self.checked_kv_indptr, self.kv_last_page_len, NUM_HEADS, 1, True,
-            self.work_meta_data, self.work_info_set, self.work_indptr,
-            self.reduce_indptr, self.reduce_final_map, self.reduce_partial_map,
-            page_size=1, kv_granularity=16, max_seqlen_qo=self.q_seq_len,
-            uni_seqlen_qo=self.q_seq_len, fast_mode=False, max_split_per_batch=self.num_kv_splits,
-            intra_batch_mode=True, dtype_q=self.q_dtype, dtype_kv=self.kv_dtype)
+            kv_scale = self._guard_kv_scale(kv_indptr, kv_scale)
+        self._metadata_for_call(qo_indptr)
         out = _new_output(q)
         aiter_ops.mla_decode_fwd(
-            q_in, kv_buffer.view(-1, 1, 1, QK_HEAD_DIM), out, qo_indptr, self.checked_kv_indptr,
+            q_in, kv_buffer.view(-1, 1, 1, QK_HEAD_DIM), out, qo_indptr, self.aiter_kv_indptr,
             self.kv_indices, self.kv_last_page_len, self.q_seq_len,
             page_size=1, nhead_kv=1, sm_scale=self.sm_scale, logit_cap=0.0,
             num_kv_splits=self.num_kv_splits, q_scale=q_scale, kv_scale=kv_scale,
@@ -1681,6 +1724,60 @@ class AiterRunner:
             work_info_set=self.work_info_set, reduce_indptr=self.reduce_indptr,
             reduce_final_map=self.reduce_final_map, reduce_partial_map=self.reduce_partial_map)
         return out
+
+
+class AiterPerCallRunner(AiterRunner):
+    """metadata=per_call: right for any lengths aiter plans correctly. Each call's guard is
+    the length check, which writes the kv_indptr and last-page lengths aiter reads (the
+    plan's first when it refuses the call); aiter's metadata is rebuilt from them."""
+    metadata = "per_call"
+    Q_GUARD_KERNEL = _q_abs_max_partials_checked_kernel
+    KV_SCALE_GUARD_KERNEL = _kv_lengths_check_kernel
+    GUARD_CONSTANTS = (AITER_MIN_KV_LEN, KV_LENGTH_CHECK_BLOCK, _FP32_NAN_BITS)
+
+    def _aiter_lengths(self) -> tuple:
+        return (torch.empty(self.batch + 1, dtype=torch.int32, device=self.plan_kv_indptr.device),
+                torch.empty(self.batch, dtype=torch.int32, device=self.plan_kv_indptr.device))
+
+    def _guard_args(self, kv_indptr) -> tuple:
+        return (kv_indptr, kv_indptr.stride(0), self.plan_kv_indptr, self.aiter_kv_indptr,
+                self.kv_last_page_len, self.batch, self.total_kv)
+
+    def _refused_torch(self, kv_indptr) -> torch.Tensor:
+        return _check_kv_lengths_torch(kv_indptr, self.plan_kv_indptr, self.aiter_kv_indptr,
+                                       self.kv_last_page_len, self.total_kv)
+
+    def _metadata_for_call(self, qo_indptr) -> None:
+        self._build_metadata(qo_indptr)
+
+
+class AiterCachedRunner(AiterRunner):
+    """metadata=cached: aiter's metadata built once, here, from the plan's first kv_indptr.
+    Each call's guard compares the call's kv_indptr with it: a call with other lengths
+    comes out NaN in every element."""
+    metadata = "cached"
+    Q_GUARD_KERNEL = _q_abs_max_partials_compared_kernel
+    KV_SCALE_GUARD_KERNEL = _kv_indptr_compare_kernel
+    GUARD_CONSTANTS = (KV_LENGTH_CHECK_BLOCK, _FP32_NAN_BITS)
+
+    def __init__(self, shape: CallShape, data, q_in_fp8: bool, num_kv_splits: int):
+        super().__init__(shape, data, q_in_fp8, num_kv_splits)
+        self._build_metadata(data[2])
+
+    def _aiter_lengths(self) -> tuple:
+        return self.plan_kv_indptr, self.plan_kv_indptr[1:] - self.plan_kv_indptr[:-1]
+
+    def _guard_args(self, kv_indptr) -> tuple:
+        return kv_indptr, kv_indptr.stride(0), self.plan_kv_indptr, self.batch + 1
+
+    def _refused_torch(self, kv_indptr) -> torch.Tensor:
+        return (kv_indptr != self.plan_kv_indptr).any()
+
+    def _metadata_for_call(self, qo_indptr) -> None:
+        pass  # built with the plan
+
+
+AITER_RUNNERS = {runner.metadata: runner for runner in (AiterCachedRunner, AiterPerCallRunner)}
 
 
 def _aiter_device(device: torch.device) -> bool:
@@ -1696,17 +1793,19 @@ def _aiter_arch(device: torch.device) -> str:
 
 class AiterRoute:
     name = "aiter_fp8"
+    forms = tuple(AITER_RUNNERS)  # MLA_ROUTE=aiter_fp8:<form> offers that metadata variant alone
 
-    def variants(self, shape: CallShape) -> list:
+    def variants(self, shape: CallShape, form: str = "") -> list:
         if aiter_ops is None or "fp8" not in shape.formats or not _aiter_device(shape.device):
             return []
-        # Every call rebuilds the metadata from its own lengths, so ragged lengths are
-        # served; shorter sequences are not (AITER_MIN_KV_LEN).
+        # Ragged lengths are served; shorter sequences are not (AITER_MIN_KV_LEN).
         if shape.min_kv_len < AITER_MIN_KV_LEN:
             return []
         min_splits = AITER_GFX942_MIN_SPLITS if "gfx942" in _aiter_arch(shape.device) else 1
-        return [(lambda data, q8=q8, splits=splits: AiterRunner(shape, data, q8, splits))
-                for q8 in (True, False) for splits in AITER_KV_SPLIT_CANDIDATES if splits >= min_splits]
+        runners = [AITER_RUNNERS[form]] if form else list(AITER_RUNNERS.values())
+        return [(lambda data, runner=runner, q8=q8, splits=splits: runner(shape, data, q8, splits))
+                for runner in runners for q8 in (True, False)
+                for splits in AITER_KV_SPLIT_CANDIDATES if splits >= min_splits]
 
 
 ROUTES = {route.name: route for route in
@@ -1983,13 +2082,14 @@ class Plan:
 
 
 def forced_route() -> tuple[str, str]:
-    """MLA_ROUTE=<route>[:<form>] as (route, Triton kernel form); ("", "") when unset."""
+    """MLA_ROUTE=<route>[:<form>] as (route, form); ("", "") when unset. A route's forms
+    are its `forms`: a Triton route's kernel forms, the aiter route's metadata variants."""
     forced = os.environ.get("MLA_ROUTE", "")
     name, _, form = forced.partition(":")
     if forced and name not in ROUTES:
         raise ValueError(f"MLA_ROUTE={forced!r}: unknown route; known routes are {sorted(ROUTES)}")
-    if form and form not in KERNEL_FORMS.get(name.removeprefix("triton_"), ()):
-        known = [f"triton_{fmt}:{f}" for fmt, forms in KERNEL_FORMS.items() for f in forms]
+    if form and form not in getattr(ROUTES[name], "forms", ()):
+        known = [f"{route.name}:{f}" for route in ROUTES.values() for f in getattr(route, "forms", ())]
         raise ValueError(f"MLA_ROUTE={forced!r}: unknown form; known forms are {known}")
     return name, form
 

@@ -3,16 +3,18 @@ adds per call, with aiter and Triton's launcher replaced by no-ops.
 
     python3 bench/aiter_call_host_time.py [--runs 2000]
 
-The runner is submission.AiterRunner on the CPU, on its GPU path (launches_triton set):
+The runners are submission's aiter runners (both metadata variants) on the CPU, on their
+GPU path (launches_triton set):
 KernelCall.launch does nothing and aiter's get_mla_metadata_v1 and mla_decode_fwd are
 no-op functions (get_mla_metadata_info_v1 is the test fake's, to size the buffers). So
 the times are the runner's own Python: argument tuples, KernelCall objects, the calls
 into aiter's Python entry points; not Triton's launcher, not aiter's wrappers (compile_ops,
 pybind11, hipGetDeviceProperties in the metadata build) and not the device, none of which
-exists here. Printed per form (a8w8, a16w8) and batch: the whole call, and the two parts
-the per-call metadata rebuild added: the length check's host work (a16w8: building and
-launching its KernelCall; a8w8: the quantizer's first launch carries its arguments) and
-the get_mla_metadata_v1 call. Medians of --runs calls.
+exists here. Printed per metadata variant, form (a8w8, a16w8) and batch: the whole call,
+and two of its parts: the kv_indptr guard's host work (a16w8: building and launching its
+KernelCall; a8w8: the quantizer's first launch carries its arguments) and the
+get_mla_metadata_v1 call (per call only; cached builds it with the plan). Medians of
+--runs calls.
 """
 from __future__ import annotations
 
@@ -48,27 +50,24 @@ def main() -> None:
     submission.aiter_ops = SimpleNamespace(get_mla_metadata_info_v1=FakeAiter().get_mla_metadata_info_v1,
                                            get_mla_metadata_v1=no_op, mla_decode_fwd=no_op)
     submission.KernelCall.launch = lambda self: None
-    print("| form | batch | whole call (us) | length check (us) | get_mla_metadata_v1 call (us) |")
-    print("|---|---|---|---|---|")
-    for q_in_fp8 in (True, False):
-        for batch in (4, 256):
-            data = reference.generate_input(batch, 1, 1024, 4217)
-            runner = submission.AiterRunner(submission.CallShape(data), data, q_in_fp8, 16)
-            runner.launches_triton = True  # the GPU path's Python
-            q, kv_data, qo_indptr, kv_indptr = data[:4]
-            call = lambda: runner(q, kv_data, qo_indptr, kv_indptr)  # noqa: E731
-            if q_in_fp8:
-                check = "in the quantizer's launch"
-            else:
-                check = f"{median_us(lambda: runner._check_lengths(kv_indptr, kv_data['fp8'][1]), args.runs):.1f}"
-            metadata = lambda: submission.aiter_ops.get_mla_metadata_v1(  # noqa: E731
-                qo_indptr, runner.checked_kv_indptr, runner.kv_last_page_len, submission.NUM_HEADS, 1, True,
-                runner.work_meta_data, runner.work_info_set, runner.work_indptr, runner.reduce_indptr,
-                runner.reduce_final_map, runner.reduce_partial_map, page_size=1, kv_granularity=16,
-                max_seqlen_qo=1, uni_seqlen_qo=1, fast_mode=False, max_split_per_batch=16,
-                intra_batch_mode=True, dtype_q=runner.q_dtype, dtype_kv=runner.kv_dtype)
-            print(f"| {'a8w8' if q_in_fp8 else 'a16w8'} | {batch} | {median_us(call, args.runs):.1f} | {check} | "
-                  f"{median_us(metadata, args.runs):.1f} |")
+    print("| metadata | form | batch | whole call (us) | kv_indptr guard (us) | get_mla_metadata_v1 call (us) |")
+    print("|---|---|---|---|---|---|")
+    for variant, runner_class in submission.AITER_RUNNERS.items():
+        for q_in_fp8 in (True, False):
+            for batch in (4, 256):
+                data = reference.generate_input(batch, 1, 1024, 4217)
+                runner = runner_class(submission.CallShape(data), data, q_in_fp8, 16)
+                runner.launches_triton = True  # the GPU path's Python
+                q, kv_data, qo_indptr, kv_indptr = data[:4]
+                call = lambda: runner(q, kv_data, qo_indptr, kv_indptr)  # noqa: E731
+                if q_in_fp8:
+                    guard = "in the quantizer's launch"
+                else:
+                    guard = f"{median_us(lambda: runner._guard_kv_scale(kv_indptr, kv_data['fp8'][1]), args.runs):.1f}"
+                metadata = f"{median_us(lambda: runner._build_metadata(qo_indptr), args.runs):.1f}" \
+                    if variant == "per_call" else "none (built with the plan)"
+                print(f"| {variant} | {'a8w8' if q_in_fp8 else 'a16w8'} | {batch} | {median_us(call, args.runs):.1f} "
+                      f"| {guard} | {metadata} |")
 
 
 if __name__ == "__main__":

@@ -50,15 +50,14 @@ where aiter is strict, and computes real outputs:
   page size 1, persistent mode, fast_mode=False + intra_batch_mode=True); anything else
   raises NotImplementedError rather than guessing.
 
-Knobs for tests: `corrupt_output` (the decode writes garbage), `latency(call) -> seconds`
-(steer the autopick's timing), `api` (another signature file, e.g. the older PyPI wheel).
+Knobs for tests: `corrupt_output` (the decode writes garbage), `api` (another signature
+file, e.g. the older PyPI wheel).
 """
 from __future__ import annotations
 
 import ast
 import inspect
 import math
-import time
 from dataclasses import dataclass
 
 import torch
@@ -177,13 +176,13 @@ class FakeAiter:
     """Drop-in for submission.aiter_ops. See the module docstring for what it checks."""
 
     def __init__(self, api: dict | None = None, *, gfx: str = "gfx950", cu_num: int = 256,
-                 device=torch.device("cpu"), corrupt_output: bool = False, latency=None):
+                 device=torch.device("cpu"), corrupt_output: bool = False):
         if gfx not in HW_FP8:
             raise ValueError(f"gfx must be one of {sorted(HW_FP8)}")
         self.api = api if api is not None else aiter_contract.load_api(aiter_contract.MARCH_API_FILE)
         self.signatures = load_signatures(self.api)
         self.gfx, self.cu_num, self.device = gfx, cu_num, torch.device(device)
-        self.corrupt_output, self.latency = corrupt_output, latency
+        self.corrupt_output = corrupt_output
         self.calls: list[Call] = []
         self.issued_infos: list[tuple] = []  # every get_mla_metadata_info_v1 result
         self.metadata: dict[int, MetadataState] = {}  # id(work_metadata_ptrs) -> state
@@ -507,8 +506,6 @@ class FakeAiter:
         if total_kv and (int(kv_indices.min()) < 0 or int(kv_indices.max()) >= num_pages):
             raise FakeAiterError(f"aiter.{fn}: kv_indices point outside the {num_pages} pages")
 
-        if self.latency is not None:
-            time.sleep(self.latency(call))
         state.decode_calls += 1
         self._decode(q, q_scale, kv, kv_scale, kv_indices, o, state,
                      1.0 / math.sqrt(head_size) if sm_scale is None else float(sm_scale))

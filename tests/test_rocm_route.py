@@ -7,22 +7,29 @@ persistent kernel does (split plan from the metadata, LSE merge). The device che
 `submission._aiter_device` is patched so that CPU tensors count as an aiter device.
 
 What is proven: the route table holds every aiter candidate (a8w8 and a16w8 for each
-kv-split count); the autopick verifies them against reference.ref_kernel and reports
-its choice; work buffers are the plan's, and every call rebuilds aiter's metadata into them
-from its own lengths, after a length check on the device, so that calls of the same shapes
+kv-split count, each with its metadata cached per plan or rebuilt per call); the autopick
+verifies and times them all against reference.ref_kernel and reports its choice; work
+buffers are the plan's. The per-call variant rebuilds aiter's metadata into them from each
+call's own lengths, after a length check on the device, so that calls of the same shapes
 with other lengths are right and calls with sequences aiter would mis-plan come out NaN
-(refused), never silently wrong; Q is quantized per call, as the reference quantizes it;
-per call the device runs the length check (fused into the quantizer's first launch for
-a8w8), aiter's metadata build and aiter's decode and nothing else (run under the Triton
+(refused), never silently wrong. The cached variant builds the metadata once, with the
+plan, and each call compares its kv_indptr with the plan's on the device: the plan's
+lengths are right, any other lengths come out NaN in every element. Whichever variant the
+autopick keeps, a same-shape call with other lengths is never answered with a finite wrong
+output. Q is quantized per call, as the reference quantizes it; per call the device runs
+the guard (fused into the quantizer's first launch for a8w8), aiter's metadata build
+(per-call variant only) and aiter's decode and nothing else (run under the Triton
 interpreter, every launch and torch operation recorded); each shape has its own buffers;
 outputs are right; a wrong or non-binding aiter loses to torch and is reported once; the
-loader never mistakes another `aiter`.
+loader never mistakes another `aiter`; MLA_ROUTE=aiter_fp8:<variant> offers that variant
+alone.
 
 Host logic: every input is pinned to the CPU, where the fake computes, on any machine.
 """
 from __future__ import annotations
 
 import math
+import re
 import sys
 import time
 import types
@@ -35,16 +42,26 @@ import submission
 from fake_aiter import FP8_DTYPES, FakeAiter, FakeAiterError, load_wheel_api
 from interpreter_worker import DeviceWorkRecorder, InterpreterWorker, recording_triton_launches
 
-CANDIDATES = [(kind, splits) for kind in ("a8w8", "a16w8") for splits in submission.AITER_KV_SPLIT_CANDIDATES]
-LABELS = {f"aiter_{kind}[splits={splits}]" for kind, splits in CANDIDATES}
+KINDS_AND_SPLITS = [(kind, splits) for kind in ("a8w8", "a16w8") for splits in submission.AITER_KV_SPLIT_CANDIDATES]
+VARIANTS = tuple(submission.AITER_RUNNERS)  # the metadata variants: cached, per_call
+CANDIDATES = [(kind, splits, metadata) for kind, splits in KINDS_AND_SPLITS for metadata in VARIANTS]
+
+
+def label(kind: str, splits: int, metadata: str) -> str:
+    return f"aiter_{kind}[splits={splits},metadata={metadata}]"
+
+
+LABELS = {label(*candidate) for candidate in CANDIDATES}
 CALLS_PER_CANDIDATE_AT_PLAN_TIME = 1 + submission.AUTOPICK_WARMUP + submission.AUTOPICK_REPEATS
 # The CPU fake is slower than the CPU torch route; on the GPU it is the other way round.
 # Routing tests slow the torch route down so that an aiter candidate can win.
 TORCH_DELAY_S = 0.06
 # Max abs error allowed against exact attention over the fp8 KV (a8w8 measures ~0.013).
 TIGHT_ATOL = 0.04
-# Extra time a non-preferred aiter candidate takes, when a test steers the choice.
-PENALTY_S = 0.025
+# Time added to a non-preferred aiter candidate's measured time, when a test steers the
+# choice: far above any measured difference, so a loaded CPU cannot flip it.
+PENALTY_US = 1e6
+AITER_LABEL = re.compile(r"aiter_(a8w8|a16w8)\[splits=(\d+),metadata=(\w+)\]")
 
 
 # ----------------------------------------------------------------------------- helpers
@@ -94,12 +111,20 @@ def install(monkeypatch, fake: FakeAiter | None = None, torch_delay_s: float = T
     return fake
 
 
-def prefer(kind: str, splits: int):
-    """A latency hook: every aiter candidate but (kind, splits) takes PENALTY_S longer."""
-    def latency(call):
-        this_kind = "a8w8" if call["q"].dtype in FP8_DTYPES else "a16w8"
-        return 0.0 if (this_kind, call.metadata.max_split_per_batch) == (kind, splits) else PENALTY_S
-    return latency
+def prefer(monkeypatch, kind: str | None = None, splits: int | None = None, metadata: str | None = None):
+    """Steers the autopick: every aiter candidate whose kind ("a8w8", "a16w8"), split count
+    or metadata variant differs from those given gets PENALTY_US added to its measured
+    time (its calls still run, verified and timed as ever)."""
+    measured = submission.time_call_us
+    wanted = (kind, splits, metadata)
+
+    def time_call_us(runner, args, clock):
+        elapsed = measured(runner, args, clock)
+        found = AITER_LABEL.fullmatch(runner.label)
+        if found and any(w is not None and str(w) != f for w, f in zip(wanted, found.groups())):
+            elapsed += PENALTY_US
+        return elapsed
+    monkeypatch.setattr(submission, "time_call_us", time_call_us)
 
 
 def harness_input(batch: int, kv_len: int, seed: int):
@@ -204,50 +229,96 @@ def test_route_is_a_candidate_only_with_aiter_fp8_and_an_aiter_device(monkeypatc
     assert route.variants(shape) == []
 
 
-def test_every_aiter_candidate_is_built_verified_and_timed(monkeypatch):
+def _calls_per_buffers(fake) -> dict:
+    """id(work_metadata_ptrs) -> (get_mla_metadata_v1 and mla_decode_fwd calls on those
+    buffers, in order)."""
+    grouped = {}
+    for call in fake.calls:
+        if call.name != "get_mla_metadata_info_v1":
+            buffers = call["work_metadata_ptrs" if call.name == "get_mla_metadata_v1" else "work_meta_data"]
+            grouped.setdefault(id(buffers), []).append(call)
+    return grouped
+
+
+def test_every_aiter_candidate_is_built_verified_and_timed(monkeypatch, capsys):
     fake = install(monkeypatch)
+    monkeypatch.setenv("MLA_DEBUG", "1")
     data = harness_input(2, 600, seed=2)
     out = submission.custom_kernel(data)
     report = plan_report(data)
     assert LABELS <= set(report), report
     assert all(report[label].endswith(")") and " us ok " in report[label] for label in LABELS), report
-    # One metadata size query per candidate, with its own split count; a metadata build
-    # right before every decode, into the buffers that decode reads.
+    debug = capsys.readouterr().err
+    assert "chose aiter_" in debug and all(f"| {label}: " in debug for label in LABELS), debug
+    # One metadata size query per candidate, with its own split count.
     info = fake.calls_to("get_mla_metadata_info_v1")
     assert sorted((c["q_dtype"] in FP8_DTYPES, c["num_kv_splits"]) for c in info) == \
-        sorted((kind == "a8w8", splits) for kind, splits in CANDIDATES)
-    built_then_decoded = [c for c in fake.calls if c.name != "get_mla_metadata_info_v1"]
-    builds, decodes = built_then_decoded[::2], built_then_decoded[1::2]
-    assert len(builds) == len(decodes) >= len(CANDIDATES) * CALLS_PER_CANDIDATE_AT_PLAN_TIME
-    for build, decode in zip(builds, decodes):
-        assert (build.name, decode.name) == ("get_mla_metadata_v1", "mla_decode_fwd")
-        assert build["work_metadata_ptrs"] is decode["work_meta_data"]
-    assert {(c["dtype_q"] in FP8_DTYPES, c["max_split_per_batch"]) for c in builds} == \
-        {(kind == "a8w8", splits) for kind, splits in CANDIDATES}
+        sorted((kind == "a8w8", splits) for kind, splits, _ in CANDIDATES)
+    # On each candidate's buffers: per call, a metadata build right before every decode;
+    # cached, one build when the runner is built and none after.
+    patterns = {"per_call": [], "cached": []}
+    for calls in _calls_per_buffers(fake).values():
+        names = [call.name for call in calls]
+        decodes = names.count("mla_decode_fwd")
+        assert decodes >= CALLS_PER_CANDIDATE_AT_PLAN_TIME, names
+        variant = "cached" if names.count("get_mla_metadata_v1") == 1 else "per_call"
+        expected = (["get_mla_metadata_v1"] + ["mla_decode_fwd"] * decodes if variant == "cached"
+                    else ["get_mla_metadata_v1", "mla_decode_fwd"] * decodes)
+        assert names == expected, names
+        patterns[variant].append((calls[0]["dtype_q"] in FP8_DTYPES, calls[0]["max_split_per_batch"]))
+    for variant in VARIANTS:
+        assert sorted(patterns[variant]) == sorted((kind == "a8w8", splits) for kind, splits in KINDS_AND_SPLITS)
     assert submission.describe_route(data).startswith("aiter_")
     assert_matches_reference(data, out)
 
 
-@pytest.mark.parametrize("kind, splits", [("a16w8", 16), ("a8w8", 4)])
-def test_autopick_keeps_the_fastest_aiter_candidate(monkeypatch, kind, splits):
-    install(monkeypatch, FakeAiter(latency=prefer(kind, splits)))
+@pytest.mark.parametrize("kind, splits, metadata", [("a16w8", 16, "per_call"), ("a8w8", 4, "cached")])
+def test_autopick_keeps_the_fastest_aiter_candidate(monkeypatch, kind, splits, metadata):
+    install(monkeypatch)
+    prefer(monkeypatch, kind, splits, metadata)
     data = harness_input(2, 600, seed=3)
     out = submission.custom_kernel(data)
-    assert submission.describe_route(data) == f"aiter_{kind}[splits={splits}]"
+    assert submission.describe_route(data) == label(kind, splits, metadata)
     assert_matches_reference(data, out)
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_mla_route_forces_one_metadata_variant(monkeypatch, variant):
+    fake = install(monkeypatch, torch_delay_s=0)
+    monkeypatch.setenv("MLA_ROUTE", f"aiter_fp8:{variant}")
+    assert submission.forced_route() == ("aiter_fp8", variant)
+    data = harness_input(2, 400, seed=4)
+    out = submission.custom_kernel(data)
+    assert set(plan_report(data)) == {label(*c) for c in CANDIDATES if c[2] == variant}
+    assert submission.describe_route(data).endswith(f"metadata={variant}]")
+    assert_matches_reference(data, out)
+    builds = fake.count("get_mla_metadata_v1")
+    assert builds == (len(KINDS_AND_SPLITS) if variant == "cached" else fake.count("mla_decode_fwd"))
+
+
+def test_mla_route_refuses_an_unknown_variant_listing_every_spelling(monkeypatch):
+    monkeypatch.setenv("MLA_ROUTE", "aiter_fp8:stale")
+    with pytest.raises(ValueError, match="unknown form") as raised:
+        submission.forced_route()
+    for spelling in ("aiter_fp8:cached", "aiter_fp8:per_call", "triton_fp8:e4m3_waves", "triton_mxfp4:waves"):
+        assert repr(spelling) in str(raised.value), raised.value
 
 
 # ----------------------------------------------------------------------------- per plan, per call
 
 
-def test_metadata_is_rebuilt_into_the_plans_buffers_every_call_and_q_is_quantized_per_call(monkeypatch):
-    fake = install(monkeypatch, FakeAiter(latency=prefer("a8w8", 8)))
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_metadata_is_built_into_the_plans_buffers_and_q_is_quantized_per_call(monkeypatch, variant):
+    """per_call: every call rebuilds the metadata; cached: never after the plan's."""
+    fake = install(monkeypatch)
+    prefer(monkeypatch, "a8w8", 8)
+    monkeypatch.setenv("MLA_ROUTE", f"aiter_fp8:{variant}")
     batch, kv_len = 2, 600
     submission.custom_kernel(harness_input(batch, kv_len, seed=100))
-    assert fake.count("get_mla_metadata_info_v1") == len(CANDIDATES)
-    assert fake.count("mla_decode_fwd") >= len(CANDIDATES) * CALLS_PER_CANDIDATE_AT_PLAN_TIME
+    assert fake.count("get_mla_metadata_info_v1") == len(KINDS_AND_SPLITS)
+    assert fake.count("mla_decode_fwd") >= len(KINDS_AND_SPLITS) * CALLS_PER_CANDIDATE_AT_PLAN_TIME
     runner = submission._plan_for(harness_input(batch, kv_len, seed=100)).run
-    assert runner.label == "aiter_a8w8[splits=8]"
+    assert runner.label == label("a8w8", 8, variant)
     plan_time_calls = fake.count("mla_decode_fwd")
 
     fake.clear_calls()
@@ -267,21 +338,24 @@ def test_metadata_is_rebuilt_into_the_plans_buffers_every_call_and_q_is_quantize
     assert plan_time_calls > 0
     assert fake.count("get_mla_metadata_info_v1") == 0
     builds, decodes = fake.calls_to("get_mla_metadata_v1"), fake.calls_to("mla_decode_fwd")
-    assert len(builds) == len(decodes) == 20
-    # Shape-only state is the plan's, the very same objects every call; the metadata is
-    # rebuilt into it by every call, from the kv_indptr the call's length check wrote.
+    assert len(decodes) == 20 and len(builds) == (20 if variant == "per_call" else 0)
+    # Shape-only state is the plan's, the very same objects every call; per call, the
+    # metadata is rebuilt into it by every call, from the kv_indptr the call's length
+    # check wrote; cached, every call reads what the plan built.
     buffers = decode_buffers(decodes[0])
     assert all(a is getattr(runner, name) for a, name in zip(buffers, (
         "work_meta_data", "work_indptr", "work_info_set", "reduce_indptr", "reduce_final_map",
         "reduce_partial_map")))
-    for build, call in zip(builds, decodes):
-        assert all(a is b for a, b in zip(decode_buffers(call), buffers))
+    for build in builds:
         assert build["work_metadata_ptrs"] is runner.work_meta_data
-        assert build["seqlens_kv_indptr"] is runner.checked_kv_indptr is call["kv_indptr"]
-        assert build["kv_last_page_lens"] is runner.kv_last_page_len is call["kv_last_page_lens"]
+        assert build["seqlens_kv_indptr"] is runner.aiter_kv_indptr
+        assert build["kv_last_page_lens"] is runner.kv_last_page_len
+    for call in decodes:
+        assert all(a is b for a, b in zip(decode_buffers(call), buffers))
+        assert call["kv_indptr"] is runner.aiter_kv_indptr and call["kv_last_page_lens"] is runner.kv_last_page_len
         assert call["kv_indices"] is runner.kv_indices
         assert call.metadata.kv_indptr == [0, kv_len, 2 * kv_len]
-    assert len({id(call.metadata) for call in decodes}) == 20  # one build each
+    assert len({id(call.metadata) for call in decodes}) == (20 if variant == "per_call" else 1)
     assert len(set(scales)) == 20
     assert all(call["q"].dtype == reference.FP8_DTYPE for call in decodes)
     # The quantized Q and its scale live in the plan's buffers, the same every call.
@@ -289,21 +363,24 @@ def test_metadata_is_rebuilt_into_the_plans_buffers_every_call_and_q_is_quantize
                for call in decodes)
 
 
-@pytest.mark.parametrize("kind, splits", CANDIDATES)
-def test_same_shapes_and_config_with_other_lengths_are_right(monkeypatch, kind, splits):
+@pytest.mark.parametrize("kind, splits", KINDS_AND_SPLITS)
+def test_same_shapes_and_config_with_other_lengths_are_right_per_call(monkeypatch, kind, splits):
     """The plan key holds shapes and config, not lengths: one plan serves calls whose
-    lengths differ (here non-uniform, with the same total and the same config). Each is
-    right, against exact attention over the fp8 KV, with metadata for its own lengths."""
-    install(monkeypatch, FakeAiter(latency=prefer(kind, splits)))
+    lengths differ (here non-uniform, with the same total and the same config). With the
+    per-call variant each is right, against exact attention over the fp8 KV, with metadata
+    for its own lengths."""
+    install(monkeypatch)
+    prefer(monkeypatch, kind, splits)
+    monkeypatch.setenv("MLA_ROUTE", "aiter_fp8:per_call")
     first = ragged_input((800, 800, 800), seed=40)
     assert_matches_reference(first, submission.custom_kernel(first))
-    assert submission.describe_route(first) == f"aiter_{kind}[splits={splits}]"
+    assert submission.describe_route(first) == label(kind, splits, "per_call")
     for seed, lengths in enumerate(((300, 1700, 400), (1600, 256, 544), (256, 256, 1888)), start=41):
         data = ragged_input(lengths, seed=seed)
         data[4]["kv_seq_len"] = 800  # the first call's config: the same plan key
         assert submission.plan_key(data) == submission.plan_key(first)
         out = submission.custom_kernel(data)
-        assert submission._plan_for(data).run.label == f"aiter_{kind}[splits={splits}]"
+        assert submission._plan_for(data).run.label == label(kind, splits, "per_call")
         assert_matches_reference(data, out)
 
 
@@ -312,16 +389,17 @@ def test_same_shapes_and_config_with_other_lengths_are_right(monkeypatch, kind, 
 def test_a_later_call_aiter_would_mis_plan_is_refused_as_nan_never_wrong(monkeypatch, kind, gfx):
     """Lengths the plan-time check refuses (a sequence under AITER_MIN_KV_LEN tokens, or
     indptrs past the KV rows) can reach a plan's later calls. Reading them on the host
-    would synchronise, so the device refuses them: aiter's metadata is built from the
-    plan's own valid kv_indptr instead (it never sees a length it mis-plans: the fake
-    raises where aiter divides by zero) and the output is NaN in every element. The next
-    valid call is right again."""
+    would synchronise, so the per-call variant's device check refuses them: aiter's
+    metadata is built from the plan's own valid kv_indptr instead (it never sees a length
+    it mis-plans: the fake raises where aiter divides by zero) and the output is NaN in
+    every element. The next valid call is right again."""
     fp8_dtype = torch.float8_e4m3fnuz if gfx == "gfx942" else reference.FP8_DTYPE
-    fake = install(monkeypatch, FakeAiter(gfx=gfx, cu_num=304 if gfx == "gfx942" else 256,
-                                          latency=prefer(kind, 16)))
+    fake = install(monkeypatch, FakeAiter(gfx=gfx, cu_num=304 if gfx == "gfx942" else 256))
+    prefer(monkeypatch, kind, 16)
+    monkeypatch.setenv("MLA_ROUTE", "aiter_fp8:per_call")
     first = ragged_input((700, 700), seed=50, fp8_dtype=fp8_dtype)
     assert_matches_reference(first, submission.custom_kernel(first))
-    assert submission.describe_route(first) == f"aiter_{kind}[splits=16]"
+    assert submission.describe_route(first) == label(kind, 16, "per_call")
     refused = {"short": (1380, 20), "empty": (1400, 0), "one token under": (1145, 255)}
     for name, lengths in refused.items():
         data = ragged_input(lengths, seed=51, fp8_dtype=fp8_dtype)
@@ -339,7 +417,72 @@ def test_a_later_call_aiter_would_mis_plan_is_refused_as_nan_never_wrong(monkeyp
     again = ragged_input((1000, 400), seed=53, fp8_dtype=fp8_dtype)
     again[4]["kv_seq_len"] = 700
     assert_matches_reference(again, submission.custom_kernel(again))
-    assert submission._plan_for(again).run.label == f"aiter_{kind}[splits=16]"
+    assert submission._plan_for(again).run.label == label(kind, 16, "per_call")
+
+
+def _same_key(lengths, seed: int, like, fp8_dtype=reference.FP8_DTYPE):
+    """An input of `like`'s plan key (shapes and config) with the given lengths."""
+    data = ragged_input(lengths, seed=seed, fp8_dtype=fp8_dtype)
+    data[4]["kv_seq_len"] = like[4]["kv_seq_len"]
+    assert submission.plan_key(data) == submission.plan_key(like)
+    return data
+
+
+@pytest.mark.parametrize("kind", ["a8w8", "a16w8"])
+@pytest.mark.parametrize("gfx", ["gfx950", "gfx942"])
+def test_cached_metadata_serves_the_plans_lengths_and_any_other_lengths_come_out_nan(monkeypatch, kind, gfx):
+    """The cached variant reads metadata built for the plan's first kv_indptr. Calls with
+    the same lengths (fresh values) are right; any other kv_indptr under the same shapes
+    and config (other lengths of the same total, a shorter total, one entry one token off,
+    lengths aiter would mis-plan, past the KV rows) is refused on the device: NaN in every
+    element, never a finite wrong one, and no metadata is built for it."""
+    fp8_dtype = torch.float8_e4m3fnuz if gfx == "gfx942" else reference.FP8_DTYPE
+    fake = install(monkeypatch, FakeAiter(gfx=gfx, cu_num=304 if gfx == "gfx942" else 256))
+    prefer(monkeypatch, kind)
+    monkeypatch.setenv("MLA_ROUTE", "aiter_fp8:cached")
+    first = ragged_input((700, 500, 900), seed=60, fp8_dtype=fp8_dtype)
+    assert_matches_reference(first, submission.custom_kernel(first))
+    chosen = submission.describe_route(first)
+    assert chosen.startswith(f"aiter_{kind}[") and chosen.endswith(",metadata=cached]"), chosen
+    fake.clear_calls()
+    other_kv_indptrs = {"same total, other split": [0, 500, 1200, 2100], "one token off": [0, 701, 1200, 2100],
+                        "shorter total": [0, 700, 1200, 2000], "one token short at the end": [0, 700, 1200, 2099],
+                        "a sequence aiter mis-plans": [0, 1080, 1100, 2100], "empty": [0, 1100, 1100, 2100]}
+    for seed, (name, kv_indptr) in enumerate(other_kv_indptrs.items(), start=61):
+        data = _same_key((700, 500, 900), seed, first, fp8_dtype)
+        data[3].copy_(torch.tensor(kv_indptr, dtype=torch.int32))
+        assert submission.custom_kernel(data).isnan().all(), name
+    past_the_rows = _same_key((700, 500, 900), 70, first, fp8_dtype)
+    past_the_rows[3][3] = 2200
+    submission._plan_for(past_the_rows).check_indptr_each_call = False  # the GPU's plan (as above)
+    assert submission.custom_kernel(past_the_rows).isnan().all()
+    for seed in (71, 72):  # the plan's lengths again, fresh values: right
+        again = _same_key((700, 500, 900), seed, first, fp8_dtype)
+        assert_matches_reference(again, submission.custom_kernel(again))
+    assert fake.count("get_mla_metadata_v1") == 0 and fake.count("mla_decode_fwd") == len(other_kv_indptrs) + 3
+    assert submission._plan_for(first).label == chosen
+
+
+@pytest.mark.parametrize("steer", ["none", "cached", "per_call"])
+def test_whichever_variant_the_autopick_keeps_other_lengths_are_never_finite_and_wrong(monkeypatch, steer):
+    """A same-shape call with other lengths: right if the plan kept the per-call variant,
+    NaN in every element if it kept the cached one. 'none': the autopick's own timing."""
+    install(monkeypatch)
+    if steer != "none":
+        prefer(monkeypatch, metadata=steer)
+    first = ragged_input((600, 600), seed=80)
+    assert_matches_reference(first, submission.custom_kernel(first))
+    chosen = submission.describe_route(first)
+    assert chosen.startswith("aiter_"), chosen
+    if steer != "none":
+        assert chosen.endswith(f",metadata={steer}]"), chosen
+    for seed, lengths in enumerate(((900, 300), (500, 700), (256, 944)), start=81):
+        data = _same_key(lengths, seed, first)
+        out = submission.custom_kernel(data)
+        if chosen.endswith(",metadata=cached]"):
+            assert out.isnan().all(), lengths
+        else:
+            assert_matches_reference(data, out)
 
 
 _worker = InterpreterWorker()
@@ -355,14 +498,16 @@ def _shutdown_worker():
 NO_DEVICE_WORK = {"aten.empty.memory_format", "aten.view.default"}
 
 
-def _record_calls_in_worker(inputs, q_in_fp8):
-    """Runs in the interpreter worker: one runner of the plan of inputs[0], then one call
-    per input, each recorded: the device work in order, what aiter received, and the
-    kv_indptr its metadata was built from."""
+def _record_calls_in_worker(inputs, q_in_fp8, variant):
+    """Runs in the interpreter worker: one runner of `variant` for the plan of inputs[0],
+    then one call per input, each recorded: the device work in order, what aiter received,
+    and the kv_indptr its metadata was built from. Also returns how many metadata builds
+    building the runner made."""
     fake = FakeAiter()
     saved, submission.aiter_ops = submission.aiter_ops, fake
     try:
-        runner = submission.AiterRunner(submission.CallShape(inputs[0]), inputs[0], q_in_fp8, 8)
+        runner = submission.AITER_RUNNERS[variant](submission.CallShape(inputs[0]), inputs[0], q_in_fp8, 8)
+        builds_with_the_plan = fake.count("get_mla_metadata_v1")
         recorder = DeviceWorkRecorder()
         for name in ("get_mla_metadata_v1", "mla_decode_fwd"):  # each one device launch (or more) in aiter
             def recorded(*args, _name=name, _call=getattr(fake, name), **kwargs):
@@ -378,38 +523,58 @@ def _record_calls_in_worker(inputs, q_in_fp8):
             q_scale = received["q_scale"]
             calls.append((recorder.events, received["q"].view(torch.uint8).clone() if q_in_fp8 else None,
                           None if q_scale is None else q_scale.clone(), out, received.metadata.kv_indptr))
-        return calls
+        return builds_with_the_plan, calls
     finally:
         submission.aiter_ops = saved
 
 
+# Per call, in order, what each variant's device work is (besides the output's allocation).
+CALL_LAUNCHES = {
+    ("per_call", True): [("triton", "_q_abs_max_partials_checked_kernel"),  # Q's amax partials + length check
+                         ("triton", "_q_fp8_quantize_kernel"),  # Q scale and fp8 bytes
+                         ("aiter", "get_mla_metadata_v1"),  # metadata from the checked kv_indptr
+                         ("aiter", "mla_decode_fwd")],  # the decode (aiter's split kernel and reduce)
+    ("per_call", False): [("triton", "_kv_lengths_check_kernel"),  # length check, KV scale through it
+                          ("aiter", "get_mla_metadata_v1"),
+                          ("aiter", "mla_decode_fwd")],
+    ("cached", True): [("triton", "_q_abs_max_partials_compared_kernel"),  # Q's amax partials + kv_indptr compare
+                       ("triton", "_q_fp8_quantize_kernel"),
+                       ("aiter", "mla_decode_fwd")],  # on the metadata the plan built
+    ("cached", False): [("triton", "_kv_indptr_compare_kernel"),  # kv_indptr compare, KV scale through it
+                        ("aiter", "mla_decode_fwd")],
+}
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
 @pytest.mark.parametrize("q_in_fp8", [True, False])
-def test_each_call_is_the_length_check_the_metadata_then_the_decode_and_nothing_else(q_in_fp8):
+def test_each_call_makes_exactly_its_variants_launches_and_nothing_else(q_in_fp8, variant):
     """Under the interpreter, as on a GPU, our kernels run as Triton launches. Per call,
-    in order: a8w8 the quantizer's two launches (the first also checks the lengths),
-    a16w8 the length check's one launch; then aiter's metadata build from the checked
+    in order, exactly CALL_LAUNCHES: a8w8 the quantizer's two launches (the first also
+    guards kv_indptr: the length check per call, the comparison with the plan's cached),
+    a16w8 the guard's one launch; per call only, aiter's metadata build from the checked
     kv_indptr; then aiter's decode. No other torch operation runs but the output's
-    allocation and a view. The calls share their shapes but not their lengths; each is
-    right, and each input's Q reaches aiter quantized exactly as reference.quantize_fp8
-    quantizes it; the call with a short sequence is refused: NaN everywhere, metadata
-    built from the plan's first kv_indptr."""
-    lengths = [(600, 600, 600), (300, 1000, 500), (1200, 300, 300), (100, 1000, 700)]
+    allocation and a view; the cached variant builds its metadata once, with the plan.
+    The calls share their shapes; each input's Q reaches aiter quantized exactly as
+    reference.quantize_fp8 quantizes it. Per call: every call with lengths aiter plans is
+    right, the one with a short sequence is refused (NaN everywhere, metadata built from
+    the plan's first kv_indptr). Cached: calls with the plan's lengths are right, the
+    others are NaN everywhere."""
+    lengths = [(600, 600, 600), (300, 1000, 500), (1200, 300, 300), (100, 1000, 700), (600, 600, 600)]
     inputs = [ragged_input(lens, seed=31 + i) for i, lens in enumerate(lengths)]
     for i, data in enumerate(inputs):
         data[0][1, 5, 7] = 6.0 + i  # a distinct amax each (randn stays < 6)
-    calls = _worker.run(_record_calls_in_worker, inputs, q_in_fp8)
-    check_and_quantize = [("triton", "_q_abs_max_partials_checked_kernel"),  # Q's amax partials + length check
-                          ("triton", "_q_fp8_quantize_kernel")]  # Q scale and fp8 bytes
-    check_alone = [("triton", "_kv_lengths_check_kernel")]  # length check, KV scale through it
-    aiter = [("aiter", "get_mla_metadata_v1"),  # metadata from the checked kv_indptr
-             ("aiter", "mla_decode_fwd")]  # the decode (aiter's split kernel and reduce)
-    for data, lens, (events, q_bytes, q_scale, out, built_from) in zip(inputs, lengths, calls):
+    builds_with_the_plan, calls = _worker.run(_record_calls_in_worker, inputs, q_in_fp8, variant)
+    assert builds_with_the_plan == (1 if variant == "cached" else 0)
+    served = [lens == lengths[0] if variant == "cached" else min(lens) >= submission.AITER_MIN_KV_LEN
+              for lens in lengths]
+    for data, lens, serve, (events, q_bytes, q_scale, out, built_from) in zip(inputs, lengths, served, calls):
         launches = [event for event in events if event[0] != "torch"]
-        assert launches == (check_and_quantize if q_in_fp8 else check_alone) + aiter, events
+        assert launches == CALL_LAUNCHES[variant, q_in_fp8], events
         torch_ops = [name for kind, name in events if kind == "torch"]
         assert set(torch_ops) <= NO_DEVICE_WORK and torch_ops.count("aten.empty.memory_format") == 1, events
-        if min(lens) < submission.AITER_MIN_KV_LEN:
-            assert out.isnan().all() and built_from == [0, 600, 1200, 1800]
+        if not serve:
+            assert out.isnan().all() and built_from == [0, 600, 1200, 1800], lens
+            assert not q_in_fp8 or q_scale.isnan().all()
             continue
         assert built_from == data[3].tolist()
         if q_in_fp8:
@@ -419,8 +584,54 @@ def test_each_call_is_the_length_check_the_metadata_then_the_decode_and_nothing_
             assert q_scale is None
         assert_matches_reference(data, out)
     if q_in_fp8:
-        assert len({call[2].item() for call in calls[:3]}) == 3  # each from its own input
-        assert calls[3][2].isnan().all()
+        assert len({call[2].item() for call, serve in zip(calls, served) if serve}) == served.count(True)
+
+
+# kv_indptr (batch 5, the plan's) -> kv_indptrs of other lengths, each differing from it
+# in one entry, where a comparison a step at a time could miss it.
+PLAN_KV_INDPTR = [0, 1000, 2000, 3000, 4000, 5000]
+DIFFERING_KV_INDPTRS = {
+    "first entry": [1, 1000, 2000, 3000, 4000, 5000],
+    "middle entry": [0, 1000, 2001, 3000, 4000, 5000],
+    "last entry, alone in the last step": [0, 1000, 2000, 3000, 4000, 4999],
+}
+
+
+def _strided(values) -> torch.Tensor:
+    """`values` as int32, read through a stride of 2."""
+    strided = torch.zeros(2 * len(values), dtype=torch.int32)
+    strided[::2] = torch.tensor(values, dtype=torch.int32)
+    return strided[::2]
+
+
+def _comparison_in_worker(block):
+    """Runs in the interpreter worker: a16w8's comparison kernel, `block` entries a step,
+    on the plan's kv_indptr and each differing one, read through a stride of 2; the KV
+    scale each call passes to aiter."""
+    scales = {}
+    for name, values in {"the plan's": PLAN_KV_INDPTR, **DIFFERING_KV_INDPTRS}.items():
+        scale = torch.empty(1)
+        submission.KernelCall(submission._kv_indptr_compare_kernel, (1,), (
+            torch.tensor([0.25]), scale, _strided(values), 2, torch.tensor(PLAN_KV_INDPTR, dtype=torch.int32),
+            len(values), block, submission._FP32_NAN_BITS), dict(num_warps=4)).launch()
+        scales[name] = scale.item()
+    return scales
+
+
+@pytest.mark.parametrize("block", [2, submission.KV_LENGTH_CHECK_BLOCK])
+def test_the_comparison_refuses_any_kv_indptr_but_the_plans(monkeypatch, block):
+    """The cached variant's guard under the interpreter (in steps of `block` entries) and
+    its torch twin (CPU): the plan's kv_indptr passes the KV scale; one that differs in
+    any single entry makes it NaN."""
+    scales = _worker.run(_comparison_in_worker, block)
+    assert scales.pop("the plan's") == 0.25
+    assert set(scales) == set(DIFFERING_KV_INDPTRS) and all(math.isnan(s) for s in scales.values()), scales
+    install(monkeypatch)
+    data = ragged_input((1000,) * 5, seed=90)
+    assert data[3].tolist() == PLAN_KV_INDPTR
+    runner = submission.AiterCachedRunner(submission.CallShape(data), data, False, 8)
+    assert not bool(runner._refused_torch(_strided(PLAN_KV_INDPTR)))
+    assert all(bool(runner._refused_torch(_strided(values))) for values in DIFFERING_KV_INDPTRS.values())
 
 
 # kv_indptr (batch 5, 5000 KV rows) -> whether the length check refuses it.
@@ -490,13 +701,16 @@ def test_each_shape_has_its_own_buffers_and_metadata(monkeypatch):
     second_state = fake.calls_to("mla_decode_fwd")[-1].metadata
     assert second_state.buffers["work_metadata_ptrs"] is not first_buffers and second_state.batch == 3
 
-    fake.clear_calls()  # back to the first shape: its plan, its buffers; the metadata rebuilt there
+    fake.clear_calls()  # back to the first shape: its plan, its buffers (per call: the metadata rebuilt there)
     again = harness_input(2, 600, seed=7)
     assert_matches_reference(again, submission.custom_kernel(again))
     assert fake.count("get_mla_metadata_info_v1") == 0
     builds, decodes = fake.calls_to("get_mla_metadata_v1"), fake.calls_to("mla_decode_fwd")
-    assert len(builds) == len(decodes) == 1
-    assert builds[0]["work_metadata_ptrs"] is first_buffers is decodes[0].metadata.buffers["work_metadata_ptrs"]
+    cached = submission.describe_route(again).endswith(",metadata=cached]")
+    assert len(decodes) == 1 and len(builds) == (0 if cached else 1)
+    assert decodes[0].metadata.buffers["work_metadata_ptrs"] is first_buffers
+    assert all(build["work_metadata_ptrs"] is first_buffers for build in builds)
+    assert (decodes[0].metadata is first_state) == cached
 
 
 @pytest.mark.parametrize("lengths", [(600, 600), (700, 260, 1000)])
@@ -504,8 +718,8 @@ def test_every_candidate_matches_the_reference(monkeypatch, lengths):
     fake = install(monkeypatch)
     data = ragged_input(lengths, seed=8)
     shape = submission.CallShape(data)
-    for kind, splits in CANDIDATES:
-        runner = submission.AiterRunner(shape, data, kind == "a8w8", splits)
+    for kind, splits, metadata in CANDIDATES:
+        runner = submission.AITER_RUNNERS[metadata](shape, data, kind == "a8w8", splits)
         out = runner(*data[:4])
         assert_matches_reference(data, out)
         state = fake.calls_to("mla_decode_fwd")[-1].metadata
@@ -561,25 +775,26 @@ def test_on_gfx942_only_split_counts_that_fit_aiters_16_are_offered(monkeypatch)
     data = ragged_input((600, 600), seed=13, fp8_dtype=torch.float8_e4m3fnuz)
     assert_matches_reference(data, submission.custom_kernel(data))
     report = submission._plan_for(data).report
-    offered = [(kind, splits) for kind, splits in CANDIDATES if splits >= 16]
+    offered = [candidate for candidate in CANDIDATES if candidate[1] >= 16]
     assert "RAISED" not in " ".join(report), report
     verdicts = plan_report(data)
-    for kind, splits in offered:
-        assert " us ok " in verdicts[f"aiter_{kind}[splits={splits}]"], report
+    for candidate in offered:
+        assert " us ok " in verdicts[label(*candidate)], report
     assert fake.count("get_mla_metadata_info_v1") == len(offered)
     assert {c["max_split_per_batch"] for c in fake.calls_to("get_mla_metadata_v1")} == {16, 32}
 
 
 def test_short_sequences_are_not_offered_to_aiter_and_ragged_ones_are(monkeypatch):
     # Under 196 tokens aiter plans 0 splits on gfx950 and divides by it (AITER_MIN_KV_LEN
-    # has the rest); ragged lengths are served, as every call rebuilds the metadata.
+    # has the rest); ragged lengths are served (the cached variant for the plan's own).
     install(monkeypatch)
     route = submission.AiterRoute()
     for lengths in ((100, 100), (600, 255)):
         shape = submission.CallShape(ragged_input(lengths, seed=19))
         assert route.variants(shape) == [], lengths
-        with pytest.raises(ValueError, match="needs every sequence >= 256 tokens"):
-            submission.AiterRunner(shape, ragged_input(lengths, seed=19), True, 8)
+        for runner in submission.AITER_RUNNERS.values():
+            with pytest.raises(ValueError, match="needs every sequence >= 256 tokens"):
+                runner(shape, ragged_input(lengths, seed=19), True, 8)
     for lengths in ((600, 600), (700, 900), (256, 5000)):
         assert len(route.variants(submission.CallShape(ragged_input(lengths, seed=19)))) == len(CANDIDATES)
 

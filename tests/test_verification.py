@@ -223,7 +223,7 @@ def test_aiter_candidates_pass_through_the_fake(fake_aiter, kv_len):
     shape = submission.CallShape(data)
     verifier = submission.Verifier(data, shape)
     factories = submission.AiterRoute().variants(shape)
-    assert len(factories) == 2 * len(submission.AITER_KV_SPLIT_CANDIDATES)
+    assert len(factories) == 2 * len(submission.AITER_KV_SPLIT_CANDIDATES) * len(submission.AITER_RUNNERS)
     for factory in factories:
         runner = factory(data)
         good, detail = verifier.check(runner.kv_format, runner(*data[:4]))
