@@ -30,6 +30,19 @@ ROW_CLAMP_REMOVED = (
 )
 
 
+# Every store of the output one row further on: the last sequence's row lands one row
+# past the output tensor (and every sequence's row on the next one's).
+OUTPUT_ROW_SHIFTED = (
+    # the decode kernel, one split or the in-kernel combine
+    ("_store_rows(out_ptr, q_row, stride_o_tok", "_store_rows(out_ptr, q_row + 1, stride_o_tok", 2),
+    # the combine kernel
+    ("tl.store(out_ptr + q_row.to(tl.int64) * stride_o_tok",
+     "tl.store(out_ptr + (q_row + 1).to(tl.int64) * stride_o_tok", 1),
+)
+
+MUTATIONS = {"row_clamp_cut_by_one_row": ROW_CLAMP_REMOVED, "output_row_shifted_by_one": OUTPUT_ROW_SHIFTED}
+
+
 def mutant_source(mutations) -> str:
     text = SUBMISSION.read_text()
     for original, mutated, count in mutations:

@@ -24,8 +24,9 @@ After each call:
     output passes submission's Verifier. On the extreme inputs the forced e4m3 forms are
     refused by that verifier by design (robustness_gpu.py's REFUSED), so there only the
     two checks above are asserted.
-test_the_fences_catch_every_form_with_its_row_clamp_cut_by_one_row runs the same check on
-a deliberately wrong kernel (tests/kernel_mutants.py): compiled on a GPU, under the
+The inputs' own bytes must be unchanged too (no kernel writes its inputs).
+test_the_fences_catch_every_form_of_a_deliberately_wrong_kernel runs the same checks on
+two deliberately wrong kernels (tests/kernel_mutants.py): compiled on a GPU, under the
 interpreter on the CPU.
 """
 import dataclasses
@@ -39,7 +40,7 @@ import submission as sub
 from bench.report import BENCHMARK_SHAPES, SEEDS
 from conftest import DEVICE, HAS_GPU, needs_gpu
 from interpreter_worker import InterpreterWorker
-from kernel_mutants import ROW_CLAMP_REMOVED, load_mutant
+from kernel_mutants import MUTATIONS, load_mutant
 
 FENCE_BYTES = 1 << 18  # each side: more than a 128-row tile of fp8 KV (72 KiB)
 BF16_NAN = b"\xff\xff"
@@ -56,12 +57,14 @@ class Fenced:
     buffer: torch.Tensor   # uint8: the whole allocation
     outside: torch.Tensor  # bool per byte of buffer: not one of the view's own bytes
     setup: torch.Tensor    # the buffer's bytes before the call
+    read_only: bool        # an input: its own bytes may not change either
 
-    def fence_bytes_changed(self) -> int:
-        return int(((self.buffer != self.setup) & self.outside).sum())
+    def bytes_changed(self) -> int:
+        changed = self.buffer != self.setup
+        return int((changed if self.read_only else changed & self.outside).sum())
 
 
-def fence(t: torch.Tensor, poison: bytes) -> Fenced:
+def fence(t: torch.Tensor, poison: bytes, read_only: bool = False) -> Fenced:
     """t's values in a view with t's shape and strides inside a poisoned allocation."""
     size = t.element_size()
     span = (sum((n - 1) * s for n, s in zip(t.shape, t.stride())) + 1) * size if t.numel() else 0
@@ -73,17 +76,18 @@ def fence(t: torch.Tensor, poison: bytes) -> Fenced:
     inside = torch.zeros_like(buffer)
     inside.as_strided(*geometry).fill_(1)
     view = buffer.view(t.dtype).as_strided(t.shape, t.stride(), FENCE_BYTES // size)
-    return Fenced(view, buffer, inside == 0, buffer.clone())
+    return Fenced(view, buffer, inside == 0, buffer.clone(), read_only)
 
 
 def fenced_input(data):
     """(data with every tensor re-homed inside a fence, name -> Fenced)."""
     q, kv_data, qo_indptr, kv_indptr, config = data
     (fp8, fp8_scale), (fp4, scales) = kv_data["fp8"], kv_data["mxfp4"]
-    fences = {"q": fence(q, BF16_NAN), "kv_bf16": fence(kv_data["bf16"], BF16_NAN),
-              "kv_fp8": fence(fp8, FP8_NAN), "kv_fp8_scale": fence(fp8_scale, FP32_NAN),
-              "kv_mxfp4": fence(fp4, E2M1_SIXES), "kv_mxfp4_scales": fence(scales, E8M0_NAN),
-              "qo_indptr": fence(qo_indptr, INT32_FAR), "kv_indptr": fence(kv_indptr, INT32_FAR)}
+    poisons = {"q": (q, BF16_NAN), "kv_bf16": (kv_data["bf16"], BF16_NAN), "kv_fp8": (fp8, FP8_NAN),
+               "kv_fp8_scale": (fp8_scale, FP32_NAN), "kv_mxfp4": (fp4, E2M1_SIXES),
+               "kv_mxfp4_scales": (scales, E8M0_NAN), "qo_indptr": (qo_indptr, INT32_FAR),
+               "kv_indptr": (kv_indptr, INT32_FAR)}
+    fences = {name: fence(t, poison, read_only=True) for name, (t, poison) in poisons.items()}
     views = {name: f.view for name, f in fences.items()}
     kv = {"bf16": views["kv_bf16"], "fp8": (views["kv_fp8"], views["kv_fp8_scale"]),
           "mxfp4": (views["kv_mxfp4"], views["kv_mxfp4_scales"])}
@@ -102,10 +106,9 @@ def fenced_scratch(batch: int, launch, device):
     return dataclasses.replace(plain, **{n.split(".")[1]: f.view for n, f in fences.items()}), fences
 
 
-def fenced_call(module, data, kv_format: str, launch):
-    """One call of `module`'s TritonRunner for `launch` on data, inputs, output and scratch
-    fenced: (output, fence problems)."""
-    fenced_data, fences = fenced_input(data)
+def fenced_call(module, fenced_data, fences: dict, kv_format: str, launch):
+    """One call of `module`'s TritonRunner for `launch` on fenced_data (fenced_input's),
+    its output and scratch fenced too: (output, every fence that changed)."""
     shape = module.CallShape(fenced_data)
     scratch, scratch_fences = fenced_scratch(shape.batch, launch, fenced_data[0].device)
     out = fence(torch.full((shape.total_q, 16, 512), float("nan"), dtype=torch.bfloat16,
@@ -113,9 +116,9 @@ def fenced_call(module, data, kv_format: str, launch):
     module.TritonRunner(shape, kv_format, launch, scratch=scratch)(*fenced_data[:4], out=out.view)
     if out.view.device.type == "cuda":
         torch.cuda.synchronize()
-    problems = [f"{changed} fence bytes around {name} changed"
+    problems = [f"{changed} {'bytes of input' if f.read_only else 'fence bytes around'} {name} changed"
                 for name, f in {**fences, **scratch_fences, "out": out}.items()
-                if (changed := f.fence_bytes_changed())]
+                if (changed := f.bytes_changed())]
     return out.view, problems
 
 
@@ -164,17 +167,18 @@ EXTREME = ("magnitude/", "nonfinite/")
 
 @needs_gpu
 @pytest.mark.parametrize("input_name", INPUTS)
-def test_every_offered_launch_stays_inside_its_fences(input_name):
+def test_every_offered_launch_stays_inside_its_fences(input_name, precompiled):
     data = INPUTS[input_name]()
     shape = sub.CallShape(data)
     verifier = sub.Verifier(data, shape)
+    fenced_data, fences = fenced_input(data)
     judged = not input_name.startswith(EXTREME)
     failures, launches = [], 0
     for kv_format in ("fp8", "mxfp4"):
         for launch in offered_launches(kv_format, shape):
             launches += 1
             plain_runner = sub.TritonRunner(shape, kv_format, launch)
-            out, problems = fenced_call(sub, data, kv_format, launch)
+            out, problems = fenced_call(sub, fenced_data, fences, kv_format, launch)
             plain = plain_runner(*data[:4])
             if not torch.equal(out.view(torch.int16), plain.view(torch.int16)):
                 problems.append("output differs from the same launch on ordinary allocations")
@@ -192,13 +196,79 @@ def test_every_offered_launch_stays_inside_its_fences(input_name):
     assert not failures, "\n".join(failures)
 
 
-# ------------------------------------------------------------------ the fences can fail
-def _mutant_under_fences(directory: str, device: str) -> dict:
-    """Each form's first offered launch of the submission with its row clamps cut by one
-    row (tests/kernel_mutants.py), fenced, on two sequences, the second ending at the KV
-    buffer's last row: form -> what the checks found (empty when nothing)."""
+# ------------------------------------------------------------------ compiling ahead, in parallel
+def _input_shapes() -> list:
+    """(batch, longest sequence) of every input of INPUTS, without building them."""
+    from bench.robustness_gpu import Sizes
+    sizes = Sizes(smoke=False)
+    return list(BENCHMARK_SHAPES) + [(len(sizes.ragged), max(sizes.ragged)), (len(sizes.small), max(sizes.small))]
+
+
+def _compiling_launches(units: int, arch: str) -> list:
+    """(format, launch) pairs that together compile every kernel INPUTS' launches use: a
+    launch is kept when its decode kernel's compile-time choices, or its combine kernel's
+    (the split count rounded up to a power of two), are new."""
+    jobs, seen = [], set()
+    for batch, longest in _input_shapes():
+        for kv_format in ("fp8", "mxfp4"):
+            for form in ("",) + sub.KERNEL_FORMS[kv_format]:
+                for launch in sub.triton_launch_candidates(kv_format, batch, longest, units, arch, form):
+                    separate_combine = launch.num_splits > 1 and not launch.combine_in_kernel
+                    keys = {(kv_format, dataclasses.replace(launch, num_splits=min(launch.num_splits, 2))),
+                            ("combine", 1 << (launch.num_splits - 1).bit_length() if separate_combine else 0)}
+                    if not keys <= seen:
+                        seen |= keys
+                        jobs.append((kv_format, launch))
+    return jobs
+
+
+def _compile_in_a_process(job) -> str:
+    """Runs in a spawned process: one call of the launch (or of the mutant's first launch
+    of every form) on a small GPU input with the real inputs' strides, so that Triton's
+    disk cache holds its kernels."""
     from bench.robustness_gpu import ragged_input
-    mutant = load_mutant(directory, "submission_row_clamp_removed_gpu", ROW_CLAMP_REMOVED)
+    kv_format, launch = job
+    if kv_format == "mutant":
+        _mutant_under_fences(*launch)
+    else:
+        data = ragged_input([40, 300], seed=0)
+        sub.TritonRunner(sub.CallShape(data), kv_format, launch)(*data[:4])
+    torch.cuda.synchronize()
+    return kv_format
+
+
+@pytest.fixture(scope="module")
+def mutant_directory(tmp_path_factory):
+    return str(tmp_path_factory.mktemp("mutant"))
+
+
+@pytest.fixture(scope="module")
+def precompiled(mutant_directory):
+    """On a GPU: every kernel the tests below launch, compiled ahead by several processes
+    at once (Triton compiles one kernel at a time in a process); the tests then load them
+    from Triton's disk cache. Nothing on the CPU."""
+    if not HAS_GPU:
+        return
+    import concurrent.futures
+    import multiprocessing
+    import time
+    units, arch = sub._device_sms_and_arch(DEVICE)
+    jobs = [("mutant", (mutant_directory, "cuda", mutation)) for mutation in MUTATIONS]
+    jobs += _compiling_launches(units, arch)
+    began = time.perf_counter()
+    with concurrent.futures.ProcessPoolExecutor(max_workers=min(16, os.cpu_count() or 1),
+                                                mp_context=multiprocessing.get_context("spawn")) as pool:
+        list(pool.map(_compile_in_a_process, jobs))
+    print(f"\n[precompiled] {len(jobs)} launches in {time.perf_counter() - began:.0f} s")
+
+
+# ------------------------------------------------------------------ the fences can fail
+def _mutant_under_fences(directory: str, device: str, mutation: str) -> dict:
+    """Each form's first offered launch of the submission with kernel_mutants.MUTATIONS[
+    mutation] applied, fenced, on two sequences, the second ending at the KV buffer's last
+    row and writing the output's last row: form -> what the checks found (empty: nothing)."""
+    from bench.robustness_gpu import ragged_input
+    mutant = load_mutant(directory, f"submission_{mutation}_fenced", MUTATIONS[mutation])
     data = ragged_input([33, 40], seed=9, device=device)
     shape = mutant.CallShape(data)
     verifier = mutant.Verifier(data, shape)
@@ -207,7 +277,7 @@ def _mutant_under_fences(directory: str, device: str) -> dict:
     for kv_format, forms in mutant.KERNEL_FORMS.items():
         for form in forms:
             launch = mutant.triton_launch_candidates(kv_format, shape.batch, shape.max_kv_len, units, arch, form)[0]
-            out, problems = fenced_call(mutant, data, kv_format, launch)
+            out, problems = fenced_call(mutant, *fenced_input(data), kv_format, launch)
             if not bool(torch.isfinite(out).all()):
                 problems.append(f"{int((~torch.isfinite(out)).sum())} non-finite output elements")
             good, detail = verifier.check(kv_format, out)
@@ -226,19 +296,26 @@ def _shutdown_worker():
     _worker.shutdown()
 
 
-def test_the_fences_catch_every_form_with_its_row_clamp_cut_by_one_row(tmp_path):
-    """The row one past a split's end is poison when the split ends at the buffer's end:
-    the mutant's output must fail the checks. Compiled on a GPU, every form; on the CPU
-    under the interpreter (the same fences, the same kernels' source), the MXFP4 forms:
-    the interpreter converts e4m3 NaN (0x7F, 0xFF) to +-480, so fp8 poison weighted by
-    a zero probability vanishes there (the interpreter's address check catches those
-    forms: tests/test_memory_safety_interpreter.py)."""
+@pytest.mark.parametrize("mutation", MUTATIONS)
+def test_the_fences_catch_every_form_of_a_deliberately_wrong_kernel(mutation, mutant_directory,
+                                                                   precompiled):
+    """row_clamp_cut_by_one_row: the row one past a split's end is poison when the split
+    ends at the buffer's end, and the output must fail the checks. output_row_shifted_by_one:
+    the last output row lands in the output's fence. Compiled on a GPU, every form; on the
+    CPU under the interpreter (the same fences, the same kernels' source), every form for
+    the shifted output, the MXFP4 forms for the row clamp: the interpreter converts e4m3
+    NaN (0x7F, 0xFF) to +-480, so fp8 poison weighted by a zero probability vanishes there
+    (tests/test_memory_safety_interpreter.py catches those forms by address)."""
     if HAS_GPU:
-        found = _mutant_under_fences(str(tmp_path), str(DEVICE))
+        found = _mutant_under_fences(mutant_directory, str(DEVICE), mutation)
     else:
-        found = _worker.run(_mutant_under_fences, str(tmp_path), "cpu")
+        found = _worker.run(_mutant_under_fences, mutant_directory, "cpu", mutation)
     assert set(found) == {f"{fmt}:{form}" for fmt, forms in sub.KERNEL_FORMS.items() for form in forms}
-    expected = set(found) if HAS_GPU else {form for form in found if form.startswith("mxfp4:")}
+    interpreted_fp8_misses = not HAS_GPU and mutation == "row_clamp_cut_by_one_row"
+    expected = {form for form in found if not (interpreted_fp8_misses and form.startswith("fp8:"))}
     missed = [form for form in expected if not found[form]]
-    assert not missed, f"reading one row past a split's end went unseen in {missed}"
-    print("\n" + "\n".join(f"[{form}] {'; '.join(problems)[:300] or 'nothing found'}" for form, problems in found.items()))
+    assert not missed, f"{mutation} went unseen in {missed}"
+    if mutation == "output_row_shifted_by_one":  # the fence itself, not only the values
+        assert all(any("fence bytes around out changed" in p for p in found[form]) for form in found), found
+    print("\n" + "\n".join(f"[{mutation} {form}] {'; '.join(problems)[:300] or 'nothing found'}"
+                            for form, problems in found.items()))

@@ -68,12 +68,12 @@ def in_wider_rows(t, extra_columns: int, column_offset: int, rows_before: int = 
     return view.view(t.dtype)
 
 
-def odd_lengths_in_views(lengths, seed: int, padded: bool = False):
+def odd_lengths_in_views(lengths, seed: int):
     """(q, kv_data, qo_indptr, kv_indptr, config) on the CPU, the fp8 buffer (row stride
     640 bytes) and the MXFP4 buffer (320) row-strided views inside larger tensors, the
     MXFP4 scales a view of a 40-column tensor (as test_robustness's widened)."""
     from bench.robustness_gpu import ragged_input
-    q, kv_data, qo, kv_indptr, config = ragged_input(lengths, seed=seed, device="cpu", padded=padded)
+    q, kv_data, qo, kv_indptr, config = ragged_input(lengths, seed=seed, device="cpu")
     (fp8, fp8_scale), (fp4, scales) = kv_data["fp8"], kv_data["mxfp4"]
     kv_data = {"bf16": kv_data["bf16"], "fp8": (in_wider_rows(fp8, 64, 32), fp8_scale),
                "mxfp4": (in_wider_rows(fp4, 32, 16), in_wider_rows(scales, 40 - scales.shape[1], 3))}
@@ -90,7 +90,7 @@ def unchecked_indptr_calls(data) -> dict:
     assert batch == 4, "the indptr cases below are written for 4 sequences"
     return {
         "valid": (q, kv_data, qo, kv_indptr),
-        # kv: past the end (two ways), decreasing, decreasing to a negative, from a negative;
+        # kv: a sequence past the end, decreasing, decreasing to a negative, from a negative;
         # qo: past the end, negative, equal
         "indptrs_unchecked": (q, kv_data, ptr([0, total_q + 4, -3, 2, 2]),
                               ptr([total_kv - 30, total_kv + 100, 12, -40, 7])),
@@ -289,19 +289,20 @@ def test_the_check_fails_a_read_one_element_past_a_tensor_and_passes_it_masked(s
     assert torch.equal(copied, torch.arange(0, 40, 4 if strided else 1, dtype=torch.float32)[:10])
 
 
-def _mutant_in_worker(directory: str):
-    """Each form's first launch, of the submission with its row clamps cut by one row
-    (kernel_mutants.ROW_CLAMP_REMOVED), on a sequence ending at the KV buffer's last
-    row: form -> violation (or None)."""
-    from kernel_mutants import ROW_CLAMP_REMOVED, load_mutant
-    mutant = load_mutant(directory, "submission_row_clamp_removed", ROW_CLAMP_REMOVED)
+def _mutant_in_worker(directory: str, mutation: str):
+    """Each form's first launch of the submission with kernel_mutants.MUTATIONS[mutation]
+    applied, on two sequences, the second ending at the KV buffer's last row and writing
+    the output's last row: form -> violation (or None)."""
+    from kernel_mutants import MUTATIONS, load_mutant
+    mutant = load_mutant(directory, f"submission_{mutation}", MUTATIONS[mutation])
     data = odd_lengths_in_views([33, 40], seed=9)
     shape = mutant.CallShape(data)
     caught = {}
     with AddressCheck().installed():
         for kv_format, forms in mutant.KERNEL_FORMS.items():
             for form in forms:
-                launch = mutant.triton_launch_candidates(kv_format, shape.batch, shape.max_kv_len, 132, "sm_90", form)[0]
+                launch = mutant.triton_launch_candidates(kv_format, shape.batch, shape.max_kv_len, 132, "sm_90",
+                                                         form)[0]
                 try:
                     mutant.TritonRunner(shape, kv_format, launch)(*data[:4])
                     caught[f"{kv_format}:{form}"] = None
@@ -310,10 +311,20 @@ def _mutant_in_worker(directory: str):
     return caught
 
 
-def test_the_check_fails_every_form_with_its_row_clamp_cut_by_one_row(tmp_path):
-    caught = _worker.run(_mutant_in_worker, str(tmp_path))
+# mutation -> what the violation must name: a load outside the KV buffer, a store outside the output
+EXPECTED_VIOLATION = {"row_clamp_cut_by_one_row": "load of", "output_row_shifted_by_one": "store of"}
+EXPECTED_TENSOR = {"row_clamp_cut_by_one_row": "outside kv_ptr", "output_row_shifted_by_one": "outside out_ptr"}
+
+
+@pytest.mark.parametrize("mutation", EXPECTED_VIOLATION)
+def test_the_check_fails_every_form_of_a_deliberately_wrong_kernel(tmp_path, mutation):
+    """row_clamp_cut_by_one_row: tile rows past a split's end read one row past it;
+    output_row_shifted_by_one: every output row is stored one row further on."""
+    caught = _worker.run(_mutant_in_worker, str(tmp_path), mutation)
     assert set(caught) == {f"{fmt}:{form}" for fmt, forms in sub.KERNEL_FORMS.items() for form in forms}
     missed = [form for form, violation in caught.items() if violation is None]
-    assert not missed, f"reading one row past a split's end went unseen in {missed}"
+    assert not missed, f"{mutation} went unseen in {missed}"
     for form, violation in caught.items():
-        assert "outside kv_ptr" in violation, (form, violation)
+        assert EXPECTED_VIOLATION[mutation] in violation and EXPECTED_TENSOR[mutation] in violation, (form, violation)
+    print("\n" + "\n".join(f"[{mutation} {form}] {violation.splitlines()[1][:200]}"
+                            for form, violation in caught.items()))
