@@ -1237,7 +1237,14 @@ class TritonRunner:
         self.sm_scale = shape.sm_scale
         self.batch = shape.batch
         self.needs_contiguous_q = not shape.q_contiguous
-        self.scratch = scratch if scratch is not None else make_triton_scratch(shape.batch, launch, shape.device)
+        self.scratch = make_triton_scratch(shape.batch, launch, shape.device)
+        if scratch is not None:
+            for field in dataclasses.fields(TritonScratch):  # the kernels index them as made
+                given, made = getattr(scratch, field.name), getattr(self.scratch, field.name)
+                _check_tensor(f"scratch.{field.name}", given, (made.dtype,), made.shape)
+                _require(given.is_contiguous() and given.device == made.device, ValueError,
+                         f"scratch.{field.name}: must be contiguous on {made.device}")
+            self.scratch = scratch
         self.tails = None  # the kernels' plan-constant arguments, from the first call
         combine = ",combine=in_kernel" if launch.combine_in_kernel and launch.num_splits > 1 else ""
         waves = f",waves_per_eu={launch.waves_per_eu}" if launch.waves_per_eu else ""
