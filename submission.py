@@ -1229,13 +1229,22 @@ class TorchRoute:
 # Route: Triton split-K decode over MXFP4 or fp8 (kernels above). q_seq_len 1 only.
 # =====================================================================================
 class TritonRunner:
-    def __init__(self, shape: CallShape, kv_format: str, launch):
+    def __init__(self, shape: CallShape, kv_format: str, launch, scratch: TritonScratch | None = None):
+        """scratch: buffers of make_triton_scratch's shapes to use instead of new ones (the
+        GPU memory-safety test hands in views fenced by poison)."""
         self.kv_format = kv_format
         self.launch = launch
         self.sm_scale = shape.sm_scale
         self.batch = shape.batch
         self.needs_contiguous_q = not shape.q_contiguous
         self.scratch = make_triton_scratch(shape.batch, launch, shape.device)
+        if scratch is not None:
+            for field in dataclasses.fields(TritonScratch):  # the kernels index them as made
+                given, made = getattr(scratch, field.name), getattr(self.scratch, field.name)
+                _check_tensor(f"scratch.{field.name}", given, (made.dtype,), made.shape)
+                _require(given.is_contiguous() and given.device == made.device, ValueError,
+                         f"scratch.{field.name}: must be contiguous on {made.device}")
+            self.scratch = scratch
         self.tails = None  # the kernels' plan-constant arguments, from the first call
         combine = ",combine=in_kernel" if launch.combine_in_kernel and launch.num_splits > 1 else ""
         waves = f",waves_per_eu={launch.waves_per_eu}" if launch.waves_per_eu else ""
@@ -1243,10 +1252,15 @@ class TritonRunner:
                       f"splits={launch.num_splits},block_n={launch.block_n},warps={launch.num_warps},"
                       f"stages={launch.num_stages}{waves}{combine}]")
 
-    def __call__(self, q, kv_data, qo_indptr, kv_indptr):
+    def __call__(self, q, kv_data, qo_indptr, kv_indptr, out=None):
+        """out: the (total_q, 16, 512) bf16 tensor to write (a new one when None)."""
         if self.needs_contiguous_q:
             q = q.contiguous()
-        out = _new_output(q)
+        if out is None:
+            out = _new_output(q)
+        else:
+            _check_tensor("out", out, (torch.bfloat16,), (q.shape[0], NUM_HEADS, V_HEAD_DIM))
+            _require(out.is_contiguous(), ValueError, "out: must be contiguous (the kernels write it so)")
         kv, kv_scale = triton_kv_operands(kv_data, self.kv_format, self.launch)
         if self.tails is None:
             self.tails = decode_tails(q, kv, kv_scale, self.kv_format, self.sm_scale, self.scratch,
