@@ -1281,7 +1281,7 @@ class TritonRoute:
         self.name = f"triton_{kv_format}"
 
     def unavailable_reason(self, device: torch.device, form: str = "") -> str | None:
-        if device.type == "cuda" or _INTERPRETED:
+        if device.type == "cuda" or os.environ.get("TRITON_INTERPRET") == "1":   # as _runs_triton_here
             return None
         return ("Triton kernels run on a GPU; on a CPU only under TRITON_INTERPRET=1, which is "
                 "slow: about 35 s for the task's smallest test case (4 x 1024) on a 2-core "
