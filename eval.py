@@ -111,7 +111,7 @@ def combine_seeds(a: int, b: int) -> int:
 
 def case_parameters() -> dict[str, inspect.Parameter]:
     """The keys a case may have: generate_input's parameters, less its device."""
-    parameters = inspect.signature(generate_input).parameters
+    parameters = inspect.signature(generate_input, eval_str=True).parameters
     return {name: parameter for name, parameter in parameters.items() if name != "device"}
 
 
@@ -329,7 +329,7 @@ def run_benchmark_case(case: TestCase, recheck: bool, limits: BenchmarkLimits,
     durations = []
     wall_start = time.perf_counter_ns()
     for run in range(limits.max_runs):
-        set_phase(f"timed run {run + 1} (at most {limits.max_runs})")
+        set_phase(f"run {run + 1} of at most {limits.max_runs}")
         if recheck:
             if "seed" in args:
                 args["seed"] += SEED_STEP
