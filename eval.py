@@ -11,8 +11,8 @@ machine, e.g. MLA_ROUTE forcing a Triton route on a CPU). (Upstream's leaderboar
 exits 0 even after `check: fail`; here it exits 112 like the others.)
 On a CPU the timer is time.perf_counter_ns around the call instead of CUDA events.
 
-Human mode (no POPCORN_FD): a table on stdout; on stderr, each case as it starts and, every
-few seconds of a long one, what it is doing.
+Human mode (no POPCORN_FD): a table on stdout; on stderr, each case as it starts and, once
+it has run 5 s, what it is doing (at each new step, and every 30 s within one).
     python eval.py [test|benchmark|leaderboard] [CASES_FILE]
 Cases default to task.yml (tests; benchmarks, or cpu_benchmarks without a GPU).
     python eval.py cases {tests|benchmarks|cpu_benchmarks}   prints a CASES_FILE
@@ -45,7 +45,8 @@ CASE_FIELD = re.compile(r"\s*([a-zA-Z_]\w*):\s*([a-zA-Z_]\w*|[+-]?[0-9]+)\s*")
 SEED_STEP = 13            # leaderboard mode: a fresh input every timed run, as upstream
 WALL_LIMIT_NS = 120e9     # per benchmark case, as upstream
 TARGET_RELATIVE_ERR = 0.001
-PROGRESS_INTERVAL_S = 5.0   # human mode: a progress line on stderr per 5 s of a case
+PROGRESS_INTERVAL_S = 5.0   # human mode: a case's first progress line on stderr after 5 s,
+PROGRESS_REPEAT_S = 30.0    # then one at each new step and every 30 s within a step
 MODES = ("test", "benchmark", "leaderboard", "profile")
 HUMAN_MODES = ("test", "benchmark", "leaderboard")
 USAGE = """usage: python3 eval.py [test|benchmark|leaderboard] [CASES_FILE]
@@ -516,15 +517,19 @@ def print_row(cells: list[str]):
 
 
 def wait_with_progress(pending, board, label: str):
-    """pending's result; meanwhile, every PROGRESS_INTERVAL_S, a line on stderr saying how
-    long the case has run and what the worker is doing."""
-    started = time.perf_counter()
+    """pending's result; meanwhile, on stderr, how long the case has run and what the
+    worker is doing: after PROGRESS_INTERVAL_S, then at each new step, and every
+    PROGRESS_REPEAT_S during a long one."""
+    started = last_line = time.perf_counter()
+    last_phase = None
     while True:
         pending.wait(PROGRESS_INTERVAL_S)
         if pending.ready():
             return pending.get()
-        print(f"{label} {time.perf_counter() - started:.0f} s: {board.value.decode()}",
-              file=sys.stderr, flush=True)
+        now, phase = time.perf_counter(), board.value.decode()
+        if phase != last_phase or now - last_line >= PROGRESS_REPEAT_S:
+            print(f"{label} {now - started:.0f} s: {phase}", file=sys.stderr, flush=True)
+            last_phase, last_line = phase, now
 
 
 def human_run_case(pool, board, mode: str, case: TestCase, label: str) -> CaseResult:
