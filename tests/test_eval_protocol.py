@@ -272,6 +272,12 @@ def test_a_forced_route_this_machine_cannot_serve_stops_before_any_case(run_eval
     assert "[1/2]" not in err and "check:" not in out
 
 
+def test_a_bad_reference_setting_is_named(run_eval, submission_file, cases_file):
+    rc, _, _, err = run_eval(["test", str(cases_file(SMALL_CASES))], submission_file("correct"),
+                             protocol=False, env={"MLA_CHECK_RULE": "loose"})
+    assert (rc, err) == (2, "eval.py: MLA_CHECK_RULE must be one of ['1e-2', '2e-2', 'current']\n")
+
+
 def test_a_submission_that_fails_to_import_is_named(run_eval, tmp_path, cases_file):
     broken = tmp_path / "broken.py"
     broken.write_text("def custom_kernel(data):\n    return data[0\n")
