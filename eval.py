@@ -4,32 +4,45 @@ Protocol mode (what the leaderboard runner does): POPCORN_FD names a file descri
 `key: value` result lines; POPCORN_SEED (optional) is mixed into each case seed.
     python eval.py {test|benchmark|leaderboard|profile} CASES_FILE
 CASES_FILE has one case a line: `batchsize: 4; qseqlen: 1; kvseqlen: 1024; seed: 4217`.
-Exit codes: 0 pass, 112 a check failed, 113 unreadable cases, 2 usage. (Upstream's
-leaderboard mode exits 0 even after `check: fail`; here it exits 112 like the others.)
+Exit codes: 0 pass, 112 a check failed, 113 unreadable cases (a line that is not
+`key: value` parts, an unknown, duplicate or missing key, no case at all), 2 usage (a bad
+mode or case set, a submission that fails to import or, as configured, cannot run on this
+machine, e.g. MLA_ROUTE forcing a Triton route on a CPU). (Upstream's leaderboard mode
+exits 0 even after `check: fail`; here it exits 112 like the others.)
 On a CPU the timer is time.perf_counter_ns around the call instead of CUDA events.
 
-Human mode (no POPCORN_FD): a table on stdout, progress on stderr.
+Human mode (no POPCORN_FD): a table on stdout; on stderr, each case as it starts and, once
+it has run 5 s, what it is doing (at each new step, and every 30 s within one).
     python eval.py [test|benchmark|leaderboard] [CASES_FILE]
 Cases default to task.yml (tests; benchmarks, or cpu_benchmarks without a GPU).
     python eval.py cases {tests|benchmarks|cpu_benchmarks}   prints a CASES_FILE
 
 MLA_SUBMISSION=path/to/file.py runs that file instead of ./submission.py. If the
-submission defines describe_route(data) -> str, human mode shows the route per case.
+submission defines describe_route(data) -> str, human mode shows the route per case; if it
+defines cannot_run_here() -> str | None, a reason it gives ends the run before any case.
 """
 import base64
 import dataclasses
 import importlib.util
+import inspect
 import math
 import multiprocessing
 import os
 import re
 import sys
 import time
+import traceback
 from pathlib import Path
 
 import torch
 
-from reference import check_implementation, generate_input
+try:
+    from reference import check_implementation, generate_input
+except ValueError as error:   # a bad MLA_CHECK_RULE or MLA_MXFP4_GENERATION
+    if __name__ != "__main__":
+        raise
+    print(f"eval.py: {error}", file=sys.stderr)
+    sys.exit(2)   # usage (EXIT_USAGE, defined below)
 from utils import clear_l2_cache_large, describe_platform, set_seed
 
 EXIT_PASS, EXIT_USAGE, EXIT_CHECK_FAILED, EXIT_BAD_CASES = 0, 2, 112, 113
@@ -38,7 +51,14 @@ CASE_FIELD = re.compile(r"\s*([a-zA-Z_]\w*):\s*([a-zA-Z_]\w*|[+-]?[0-9]+)\s*")
 SEED_STEP = 13            # leaderboard mode: a fresh input every timed run, as upstream
 WALL_LIMIT_NS = 120e9     # per benchmark case, as upstream
 TARGET_RELATIVE_ERR = 0.001
-PROGRESS_INTERVAL_NS = 5e9   # human mode: one progress line on stderr per 5 s of a case
+PROGRESS_INTERVAL_S = 5.0   # human mode: a case's first progress line on stderr after 5 s,
+PROGRESS_REPEAT_S = 30.0    # then one at each new step and every 30 s within a step
+MODES = ("test", "benchmark", "leaderboard", "profile")
+HUMAN_MODES = ("test", "benchmark", "leaderboard")
+USAGE = """usage: python3 eval.py [test|benchmark|leaderboard] [CASES_FILE]
+       python3 eval.py cases {tests|benchmarks|cpu_benchmarks}
+       POPCORN_FD=N python3 eval.py {test|benchmark|leaderboard|profile} CASES_FILE
+(the docstring at the top of eval.py says more)"""
 
 
 @dataclasses.dataclass
@@ -96,23 +116,53 @@ def combine_seeds(a: int, b: int) -> int:
     return int(a + (a + b) * (a + b + 1) // 2)
 
 
+def case_parameters() -> dict[str, inspect.Parameter]:
+    """The keys a case may have: generate_input's parameters, less its device."""
+    parameters = inspect.signature(generate_input, eval_str=True).parameters
+    return {name: parameter for name, parameter in parameters.items() if name != "device"}
+
+
+def parse_case_line(line: str, parameters: dict) -> dict:
+    """One case's arguments from `key: value; ...`. Raises ValueError naming the key."""
+    args = {}
+    for part in line.split(";"):
+        match = CASE_FIELD.fullmatch(part)
+        if not match:
+            raise ValueError(f"'{part.strip()}' is not `key: value` (a case is `key: value` "
+                             f"parts separated by ';')")
+        key, value = match[1], match[2]
+        if key not in parameters:
+            raise ValueError(f"unknown key '{key}'; the keys are {', '.join(parameters)}")
+        if key in args:
+            raise ValueError(f"key '{key}' given twice")
+        try:
+            args[key] = int(value)
+        except ValueError:
+            args[key] = {"true": True, "false": False}.get(value, value)
+        if parameters[key].annotation is int and not isinstance(args[key], int):
+            raise ValueError(f"key '{key}' needs an integer, got '{value}'")
+    missing = [name for name, parameter in parameters.items()
+               if name not in args and parameter.default is inspect.Parameter.empty]
+    if missing:
+        raise ValueError(f"missing key{'s' if len(missing) > 1 else ''} {', '.join(missing)}")
+    return args
+
+
 def parse_cases(text: str, secret_seed: int | None = None) -> list[TestCase]:
-    """One case a line, `key: value` parts separated by ';'. Raises ValueError."""
-    cases = []
-    for line in text.splitlines():
-        args = {}
-        for part in line.split(";"):
-            match = CASE_FIELD.fullmatch(part)
-            if not match:
-                raise ValueError(f"invalid test case: '{line}': '{part}'")
-            key, value = match[1], match[2]
-            try:
-                args[key] = int(value)
-            except ValueError:
-                args[key] = {"true": True, "false": False}.get(value, value)
+    """One case a line, `key: value` parts separated by ';', the keys generate_input's.
+    Raises ValueError naming the line and the key; also where there is no case."""
+    parameters, cases = case_parameters(), []
+    for number, line in enumerate(text.splitlines(), 1):
+        try:
+            args = parse_case_line(line, parameters)
+        except ValueError as error:
+            raise ValueError(f"line {number}: {error}: '{line}'") from None
         if secret_seed is not None and "seed" in args:
             args["seed"] = combine_seeds(args["seed"], secret_seed)
         cases.append(TestCase(args=args, spec=line))
+    if not cases:
+        raise ValueError("no cases (one case a line: `batchsize: 4; qseqlen: 1; kvseqlen: 1024; "
+                         "seed: 4217`)")
     return cases
 
 
@@ -120,7 +170,7 @@ def read_cases(file_name: str, secret_seed: int | None) -> list[TestCase]:
     try:
         return parse_cases(Path(file_name).read_text(), secret_seed)
     except (OSError, ValueError) as error:
-        print(f"Could not read test cases from `{file_name}`: {error}", file=sys.stderr)
+        print(f"eval.py: cannot read test cases from `{file_name}`: {error}", file=sys.stderr)
         sys.exit(EXIT_BAD_CASES)
 
 
@@ -129,10 +179,21 @@ def load_task() -> dict:
     return yaml.safe_load(TASK_FILE.read_text())
 
 
+def case_sets(task: dict) -> list[str]:
+    """task.yml's sections that are lists of cases: tests, benchmarks, cpu_benchmarks."""
+    return [name for name, value in task.items()
+            if isinstance(value, list) and value and all(isinstance(case, dict) for case in value)
+            and set(value[0]) <= set(case_parameters())]
+
+
 def case_lines(section: str) -> list[str]:
-    """task.yml's `section` as CASES_FILE lines."""
+    """task.yml's `section` as CASES_FILE lines. Raises KeyError naming the known sets."""
+    task = load_task()
+    if section not in case_sets(task):
+        raise KeyError(f"no case set '{section}' in task.yml; the sets are "
+                       f"{', '.join(case_sets(task))}")
     return ["; ".join(f"{key}: {value}" for key, value in case.items())
-            for case in load_task()[section]]
+            for case in task[section]]
 
 
 # ---------------------------------------------------------------------------
@@ -152,6 +213,36 @@ def load_submission():
     sys.modules["submission"] = module
     spec.loader.exec_module(module)
     return module
+
+
+def submission_problem() -> str | None:
+    """Why the submission cannot run here, before any case: it fails to import, or its
+    cannot_run_here() gives a reason (submission.py: a forced MLA_ROUTE this machine cannot
+    serve). None when it can run."""
+    try:
+        submission = load_submission()
+    except Exception as error:
+        where = os.environ.get("MLA_SUBMISSION") or "submission.py"
+        return (f"cannot import the submission {where}: "
+                + "".join(traceback.format_exception_only(error)).strip())
+    cannot_run_here = getattr(submission, "cannot_run_here", None)
+    return cannot_run_here() if cannot_run_here else None
+
+
+# The worker's current step, for the parent's progress lines (human mode): a shared
+# character array the pool's initializer hands each worker; None in protocol mode.
+PHASE_BYTES = 120
+_phase_board = None
+
+
+def init_worker(board):
+    global _phase_board
+    _phase_board = board
+
+
+def set_phase(text: str):
+    if _phase_board is not None:
+        _phase_board.value = text.encode()[:PHASE_BYTES - 1]
 
 
 def on_gpu() -> bool:
@@ -214,32 +305,38 @@ def calculate_stats(durations: list[float]) -> Stats:
 
 def run_test_case(case: TestCase, want_route: bool = False) -> CaseResult:
     submission = load_submission()
+    set_phase("generating the input")
     data = generate_input(**case.args)
     synchronize()
+    set_phase("running the submission (its first call on a shape plans and picks a route)")
     start = time.perf_counter()
     output = submission.custom_kernel(clone_data(data))
     synchronize()
     seconds = time.perf_counter() - start
+    set_phase("checking the output against the reference")
     good, message = checked(data, output)
     route = describe_route(submission, data) if want_route else None
     return CaseResult(good=good, message=message, route=route, seconds=seconds)
 
 
 def run_benchmark_case(case: TestCase, recheck: bool, limits: BenchmarkLimits,
-                       want_route: bool = False, progress: str = "") -> CaseResult:
+                       want_route: bool = False) -> CaseResult:
     """One correctness check, then timed runs until limits.max_runs, limits.max_time_ns
     of measured time, 2 minutes of wall time, or a relative error of the mean < 0.1%.
     recheck: a fresh input (seed + 13) before every timed run, each output checked."""
     submission = load_submission()
     args = dict(case.args)
+    set_phase("generating the input")
     data = generate_input(**args)
     expected_input = clone_data(data)
+    set_phase("first call (plans and picks a route) and its check")
     good, message = checked(expected_input, submission.custom_kernel(data))
     if not good:
         return CaseResult(good=False, message=message)
     durations = []
-    wall_start = last_progress_ns = time.perf_counter_ns()
+    wall_start = time.perf_counter_ns()
     for run in range(limits.max_runs):
+        set_phase(f"run {run + 1} of at most {limits.max_runs}")
         if recheck:
             if "seed" in args:
                 args["seed"] += SEED_STEP
@@ -252,9 +349,6 @@ def run_benchmark_case(case: TestCase, recheck: bool, limits: BenchmarkLimits,
                 return CaseResult(good=False, message=message)
         del output
         durations.append(elapsed_ns)
-        if progress and time.perf_counter_ns() - last_progress_ns > PROGRESS_INTERVAL_NS:
-            last_progress_ns = time.perf_counter_ns()
-            print(f"{progress} run {run + 1}/{limits.max_runs}", file=sys.stderr, flush=True)
         if run > 1:
             stats = calculate_stats(durations)
             if (stats.err / stats.mean < TARGET_RELATIVE_ERR
@@ -340,14 +434,29 @@ def protocol_profile(logger, pool, cases) -> int:
     return verdict(logger, True)
 
 
+def usage_error(message: str) -> int:
+    print(f"eval.py: {message}\n{USAGE}", file=sys.stderr)
+    return EXIT_USAGE
+
+
+def cannot_run(pool) -> bool:
+    """Asks the worker whether the submission can run here; says why not on stderr."""
+    problem = pool.apply(submission_problem)
+    if problem:
+        print(f"eval.py: {problem}", file=sys.stderr)
+    return bool(problem)
+
+
 def protocol_main(fd: int, argv: list[str], secret_seed: int | None) -> int:
     if len(argv) < 3:
-        return EXIT_USAGE
+        return usage_error("protocol mode (POPCORN_FD set) needs a mode and a CASES_FILE")
     mode = argv[1]
-    if mode not in ("test", "benchmark", "leaderboard", "profile"):
-        return EXIT_USAGE
+    if mode not in MODES:
+        return usage_error(f"unknown mode '{mode}'; the modes are {', '.join(MODES)}")
     cases = read_cases(argv[2], secret_seed)
     with PopcornOutput(fd) as logger, multiprocessing.get_context("spawn").Pool(1) as pool:
+        if cannot_run(pool):
+            return EXIT_USAGE
         if mode == "test":
             return protocol_test(logger, pool, cases)
         if mode == "profile":
@@ -368,11 +477,30 @@ def format_ns(ns: float) -> str:
 
 def device_line() -> str:
     """Human mode's first line: the versions in use and the device."""
-    line = f"eval.py: {describe_platform()}"
-    if on_gpu():
-        return line
-    return (f"{line}: test runs the task's tests at full size; benchmark and leaderboard use "
-            f"task.yml's reduced cpu_benchmarks")
+    return f"eval.py: {describe_platform()}"
+
+
+def run_line(mode: str, cases: list[TestCase], cases_file: str | None) -> str:
+    """Human mode's second line: what runs, from where, and what its times are."""
+    count = f"{len(cases)} case{'s' if len(cases) != 1 else ''}"
+    if cases_file:
+        source = f"{count} from {cases_file}"
+    elif mode == "test":
+        source = f"the task's {count} (task.yml tests), at full size"
+    elif on_gpu():
+        source = f"the task's {count} (task.yml benchmarks)"
+    else:
+        source = f"the task's reduced {count} for a CPU (task.yml cpu_benchmarks)"
+    if mode == "test":
+        what = "one call a case, checked against the reference; time: that call's wall time"
+    else:
+        limits = human_limits(mode)
+        clock = ("CUDA events around each call after an L2 flush, as the leaderboard"
+                 if on_gpu() else "wall time of each call (perf_counter)")
+        fresh = ", a fresh checked input every run" if mode == "leaderboard" else ""
+        what = (f"checked once, then up to {limits.max_runs} timed runs or "
+                f"{limits.max_time_ns / 1e9:g} s a case{fresh}; time: {clock}")
+    return f"{mode}: {source}; {what}"
 
 
 def default_cases(mode: str) -> list[str]:
@@ -394,13 +522,30 @@ def print_row(cells: list[str]):
           flush=True)
 
 
-def human_run_case(pool, mode: str, case: TestCase, label: str) -> CaseResult:
+def wait_with_progress(pending, board, label: str):
+    """pending's result; meanwhile, on stderr, how long the case has run and what the
+    worker is doing: after PROGRESS_INTERVAL_S, then at each new step, and every
+    PROGRESS_REPEAT_S during a long one."""
+    started = last_line = time.perf_counter()
+    last_phase = None
+    while True:
+        pending.wait(PROGRESS_INTERVAL_S)
+        if pending.ready():
+            return pending.get()
+        now, phase = time.perf_counter(), board.value.decode()
+        if phase != last_phase or now - last_line >= PROGRESS_REPEAT_S:
+            print(f"{label} {now - started:.0f} s: {phase}", file=sys.stderr, flush=True)
+            last_phase, last_line = phase, now
+
+
+def human_run_case(pool, board, mode: str, case: TestCase, label: str) -> CaseResult:
     print(f"{label} {case.spec}", file=sys.stderr, flush=True)
+    if mode == "test":
+        function, args = run_test_case, (case, True)
+    else:
+        function, args = run_benchmark_case, (case, mode == "leaderboard", human_limits(mode), True)
     try:
-        if mode == "test":
-            return pool.apply(run_test_case, (case, True))
-        return pool.apply(run_benchmark_case, (case, mode == "leaderboard", human_limits(mode),
-                                               True, label))
+        return wait_with_progress(pool.apply_async(function, args), board, label)
     except Exception as error:   # show the failure in the table and go on to the next case
         return CaseResult(good=False, message=f"{type(error).__name__}: {error}")
 
@@ -418,25 +563,53 @@ def human_row(mode: str, case: TestCase, result: CaseResult) -> list[str]:
     return [case.spec, status, timing, best, notes]
 
 
+def warm_up(pool, board, case: TestCase, mode: str):
+    """As the protocol does: the first case run untimed (its runs' allocations, caches and
+    compiled kernels warm) before any case is timed. Its failure shows in that case's row."""
+    print(f"[warm-up] {case.spec}, untimed", file=sys.stderr, flush=True)
+    try:
+        wait_with_progress(pool.apply_async(run_benchmark_case, (case, False, WARMUP_LIMITS[mode])),
+                           board, "[warm-up]")
+    except Exception:
+        pass
+
+
+def print_case_set(name: str) -> int:
+    try:
+        print("\n".join(case_lines(name)))
+    except KeyError as error:
+        return usage_error(f"cases: {error.args[0]}")
+    return EXIT_PASS
+
+
 def human_main(argv: list[str], secret_seed: int | None) -> int:
     mode = argv[1] if len(argv) > 1 else "test"
     if mode == "cases":
-        print("\n".join(case_lines(argv[2] if len(argv) > 2 else "tests")))
-        return EXIT_PASS
-    if mode not in ("test", "benchmark", "leaderboard"):
-        print(__doc__, file=sys.stderr)
-        return EXIT_USAGE
-    print(device_line(), flush=True)
-    if len(argv) > 2:
-        cases = read_cases(argv[2], secret_seed)
+        return print_case_set(argv[2] if len(argv) > 2 else "tests")
+    if mode not in HUMAN_MODES:
+        return usage_error(f"unknown mode '{mode}'; the modes are {', '.join(HUMAN_MODES)} "
+                           f"(and profile, in protocol mode), or cases NAME")
+    if len(argv) > 3:
+        return usage_error(f"one CASES_FILE at most; got {' '.join(argv[2:])}")
+    cases_file = argv[2] if len(argv) > 2 else None
+    if cases_file:
+        cases = read_cases(cases_file, secret_seed)
     else:
         cases = parse_cases("\n".join(default_cases(mode)), secret_seed)
-    print_row(["case", "status", "mean +- err" if mode != "test" else "time", "best",
-               "route / message"])
-    means, passed = [], True
-    with multiprocessing.get_context("spawn").Pool(1) as pool:
+    print(device_line(), flush=True)
+    print(run_line(mode, cases, cases_file), flush=True)
+    context = multiprocessing.get_context("spawn")
+    board = context.Array("c", PHASE_BYTES, lock=False)
+    with context.Pool(1, initializer=init_worker, initargs=(board,)) as pool:
+        if cannot_run(pool):
+            return EXIT_USAGE
+        if mode != "test":
+            warm_up(pool, board, cases[0], mode)
+        print_row(["case", "status", "mean +- err" if mode != "test" else "time", "best",
+                   "route / message"])
+        means, passed = [], True
         for idx, case in enumerate(cases):
-            result = human_run_case(pool, mode, case, f"[{idx + 1}/{len(cases)}]")
+            result = human_run_case(pool, board, mode, case, f"[{idx + 1}/{len(cases)}]")
             print_row(human_row(mode, case, result))
             passed &= result.good
             if result.stats:

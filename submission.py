@@ -1221,6 +1221,9 @@ class TorchRunner:
 class TorchRoute:
     name = "torch"
 
+    def unavailable_reason(self, device: torch.device, form: str = "") -> str | None:
+        return None   # any device
+
     def variants(self, shape: CallShape) -> list:
         return [lambda data: TorchRunner(shape, shape.most_precise_format)]
 
@@ -1291,6 +1294,13 @@ class TritonRoute:
         self.kv_format = kv_format
         self.name = f"triton_{kv_format}"
         self.forms = KERNEL_FORMS[kv_format]  # MLA_ROUTE=triton_<format>:<form> offers that form alone
+
+    def unavailable_reason(self, device: torch.device, form: str = "") -> str | None:
+        if device.type == "cuda" or os.environ.get("TRITON_INTERPRET") == "1":   # as _runs_triton_here
+            return None
+        return ("Triton kernels run on a GPU; on a CPU only under TRITON_INTERPRET=1, which is "
+                "slow: about 35 s for the task's smallest test case (4 x 1024) on a 2-core "
+                "machine, hours for its larger ones, so give eval.py a small cases file")
 
     def variants(self, shape: CallShape, form: str = "") -> list:
         if shape.q_seq_len != 1 or self.kv_format not in shape.formats or not _runs_triton_here(shape.device):
@@ -1809,6 +1819,13 @@ class AiterRoute:
     name = "aiter_fp8"
     forms = tuple(AITER_RUNNERS)  # MLA_ROUTE=aiter_fp8:<form> offers that metadata variant alone
 
+    def unavailable_reason(self, device: torch.device, form: str = "") -> str | None:
+        if aiter_ops is None:
+            return "aiter is not importable here: ROCm's aiter on an AMD GPU serves this route"
+        if not _aiter_device(device):
+            return "aiter's kernels run on an AMD GPU only"
+        return None
+
     def variants(self, shape: CallShape, form: str = "") -> list:
         if aiter_ops is None or "fp8" not in shape.formats or not _aiter_device(shape.device):
             return []
@@ -2117,9 +2134,25 @@ def _route_candidates(shape: CallShape) -> list:
             factory.route_name = route.name  # names the route when building its runner raises
             factories.append(factory)
     if not factories:
+        reason = forced and ROUTES[forced].unavailable_reason(shape.device, form)
         raise ValueError(f"MLA_ROUTE={os.environ.get('MLA_ROUTE', '')!r} cannot serve {shape.describe()} "
-                         f"with formats {shape.formats}")
+                         f"with formats {shape.formats}" + (f": {reason}" if reason else ""))
     return factories
+
+
+def cannot_run_here() -> str | None:
+    """Why MLA_ROUTE, where set, cannot serve on this machine (its GPU, else the CPU), for
+    eval.py to say before any case runs; None where it can or is unset."""
+    try:
+        forced, form = forced_route()
+    except ValueError as error:
+        return str(error)
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    reason = forced and ROUTES[forced].unavailable_reason(device, form)
+    if not reason:
+        return None
+    where = "this machine's GPU" if device.type == "cuda" else "this machine (no GPU)"
+    return f"MLA_ROUTE={os.environ['MLA_ROUTE']!r} cannot serve on {where}: {reason}"
 
 
 def build_plan(data) -> Plan:

@@ -2,9 +2,9 @@
 
 Two steps, so the GPU minutes only measure:
   measure:  python bench/report.py measure --out DIR     (on the GPU; writes DIR/report.json)
-  render:   python bench/report.py render DIR/report.json [--readme README.md]
+  render:   python bench/report.py render DIR/report.json [--readme docs/results.md]
             (anywhere; writes report.md and roofline.png beside the JSON and, with
-            --readme, replaces the table between the README's report markers)
+            --readme, replaces the table between that page's report markers)
 
 Per shape it records: the route the autopick chose; the time on the leaderboard's clock
 (as its harness times: synchronize, utils.clear_l2_cache_large, which is the harness's
@@ -276,8 +276,9 @@ def render(json_path: Path, readme: Path | None) -> None:
     if readme is not None:
         content = readme.read_text()
         begin, end = content.index(README_BEGIN) + len(README_BEGIN), content.index(README_END)
-        folder = json_path.parent.resolve().relative_to(readme.parent.resolve())
-        source = f"\n\nFrom `{folder / json_path.name}`:\n\n"
+        # Paths as the page links them: relative to its own folder (docs/results.md: ../results/...)
+        folder = Path(os.path.relpath(json_path.parent.resolve(), readme.parent.resolve()))
+        source = f"\n\nFrom `{(folder / json_path.name).as_posix()}`:\n\n"
         chart = f"![% of roofline per shape]({(folder / 'roofline.png').as_posix()})"
         readme.write_text(content[:begin] + source + text + "\n\n" + chart + "\n\n" + content[end:])
 

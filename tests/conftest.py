@@ -59,6 +59,20 @@ def pytest_sessionstart(session):
 
 
 @pytest.fixture
+def info_report(request, capsys):
+    """info_report(text): what a passing test found worth reading (the aiter call sites that
+    would not bind on the PyPI wheel, the plan lookup's cost), kept out of a quiet run:
+    printed as the test's own output, which pytest shows when the test fails, and written
+    to the terminal too with -v."""
+    def report(text: str):
+        print(text)
+        if request.config.get_verbosity() > 0:
+            with capsys.disabled():
+                print(text)
+    return report
+
+
+@pytest.fixture
 def fresh_plans(monkeypatch):
     """No plan, no reported failure and no route-steering variable leaks between tests."""
     import submission

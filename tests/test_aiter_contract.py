@@ -279,15 +279,16 @@ def test_leaderboard_pattern_does_not_bind_on_wheel():
                for e in errors["get_mla_metadata_v1"])
 
 
-def test_report_our_call_sites_on_the_wheel(capsys):
-    """Informative: which of OUR call sites would not bind on the wheel's API. Every
-    problem must be one the data above explains (a March-only keyword or a shifted
-    positional), so a new kind of incompatibility shows up as a failure."""
+def test_report_our_call_sites_on_the_wheel(info_report):
+    """Informative: which of OUR call sites would not bind on the wheel's API (shown with
+    -v or when this fails). Every problem must be one the data above explains (a
+    March-only keyword or a shifted positional), so a new kind of incompatibility shows up
+    as a failure."""
     march_only = set().union(*(s for d in MARCH_ONLY_KEYWORDS.values() for s in d.values()))
     report = ac.wheel_report()
-    with capsys.disabled():
-        print("\n[aiter] call sites that would NOT bind on amd-aiter "
-              f"{ac.WHEEL_VERSION}:\n  " + ("\n  ".join(report) or "(none)"))
+    info_report("\n[aiter] call sites that would NOT bind on amd-aiter "
+                f"{ac.WHEEL_VERSION} (expected: its API is older than the March 2026 one we "
+                f"call):\n  " + ("\n  ".join(report) or "(none)"))
     for line in report:
         for problem in line.split(": ", 1)[1].split("; "):
             explained = (

@@ -7,7 +7,7 @@ import base64
 import pytest
 
 import eval as harness
-from conftest import REPO_ROOT, needs_gpu
+from conftest import NO_GPU_ENV, REPO_ROOT, cpu_only, needs_gpu
 from reference import generate_input
 from utils import describe_platform
 
@@ -150,9 +150,10 @@ def test_human_mode_prints_a_table_with_routes(run_eval, submission_file, cases_
     rc, _, out, err = run_eval(["test", str(cases_file(SMALL_CASES))],
                                submission_file("correct"), protocol=False)
     assert rc == 0, err
-    first, *rows = out.splitlines()
+    first, what, *rows = out.splitlines()
     versions = describe_platform().split("; device ")[0]   # this process may see a GPU
-    assert first.startswith(f"eval.py: {versions}; device CPU (no GPU): ")
+    assert first == f"eval.py: {versions}; device CPU (no GPU)"
+    assert what.startswith(f"test: 2 cases from {cases_file(SMALL_CASES)}; one call a case, checked")
     case_rows = [row for row in rows if row.startswith("batchsize")]
     assert len(case_rows) == 2
     assert all(" pass " in row and "route-of-test-submission" in row for row in case_rows)
@@ -172,6 +173,117 @@ def test_human_mode_fails_a_wrong_submission(run_eval, submission_file, cases_fi
                              submission_file("zeros"), protocol=False)
     assert rc == 112
     assert " FAIL " in out and out.splitlines()[-1] == "check: fail"
+
+
+def test_human_mode_says_what_it_runs_by_default(monkeypatch):
+    monkeypatch.setattr(harness, "on_gpu", lambda: False)
+    tests = harness.parse_cases("\n".join(harness.default_cases("test")))
+    assert harness.run_line("test", tests, None).startswith(
+        "test: the task's 4 cases (task.yml tests), at full size; ")
+    cpu = harness.parse_cases("\n".join(harness.default_cases("benchmark")))
+    assert harness.run_line("benchmark", cpu, None) == (
+        "benchmark: the task's reduced 2 cases for a CPU (task.yml cpu_benchmarks); checked once, "
+        "then up to 10 timed runs or 10 s a case; time: wall time of each call (perf_counter)")
+
+
+# A submission whose every call takes 1.5 s; with progress lines every 0.5 s (a stand-in
+# for the 5 s of eval.PROGRESS_INTERVAL_S, set through the module in this process).
+SLOW_SUBMISSION = ("import time\n"
+                   "from reference import ref_kernel\n"
+                   "def custom_kernel(data):\n"
+                   "    time.sleep(1.5)\n"
+                   "    return ref_kernel(data)\n")
+
+
+def test_human_mode_shows_progress_inside_a_long_case(monkeypatch, tmp_path, capsys):
+    slow = tmp_path / "slow.py"
+    slow.write_text(SLOW_SUBMISSION)
+    cases = tmp_path / "cases.txt"
+    cases.write_text(SMALL_CASES[0] + "\n")
+    monkeypatch.setenv("MLA_SUBMISSION", str(slow))
+    for name, value in NO_GPU_ENV.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setattr(harness, "PROGRESS_INTERVAL_S", 0.5)
+    assert harness.human_main(["eval.py", "test", str(cases)], None) == 0
+    out, err = capsys.readouterr()
+    progress = [line for line in err.splitlines() if line.startswith("[1/1] ") and " s: " in line]
+    assert any(line.endswith(" s: running the submission (its first call on a shape plans and "
+                             "picks a route)") for line in progress), err
+    assert out.splitlines()[-1] == "check: pass"
+
+
+@pytest.mark.parametrize("lines, message", [
+    (["batchsize: 2; qseqlen: 1; kvseqlen: 64; seed: 11",
+      "batchsize: 2; qseqlen: 1; kvseqlen: 64; sede: 11"],
+     "line 2: unknown key 'sede'; the keys are batchsize, qseqlen, kvseqlen, seed"),
+    (["batchsize: 2; qseqlen: 1; kvseqlen: 64; seed: 11; seed: 12"], "line 1: key 'seed' given twice"),
+    (["batchsize: 2; qseqlen: 1; kvseqlen: 64"], "line 1: missing key seed"),
+    (["batchsize: 2; qseqlen: 1; kvseqlen: many; seed: 11"],
+     "line 1: key 'kvseqlen' needs an integer, got 'many'"),
+    ([], "no cases"),
+])
+def test_unreadable_cases_exit_113_naming_file_line_and_key(tmp_path, capsys, lines, message):
+    path = tmp_path / "my_cases.txt"
+    path.write_text("".join(line + "\n" for line in lines))
+    with pytest.raises(SystemExit) as exited:
+        harness.read_cases(str(path), None)
+    assert exited.value.code == 113
+    assert capsys.readouterr().err.startswith(
+        f"eval.py: cannot read test cases from `{path}`: {message}")
+
+
+def test_eval_py_exits_113_on_unreadable_cases_without_a_traceback(run_eval, submission_file,
+                                                                    cases_file):
+    path = cases_file(["batchsize: 2; qseqlen: 1; kvseqlen: 64; sede: 11"])
+    for protocol in (True, False):
+        rc, results, out, err = run_eval(["test", str(path)], submission_file("correct"),
+                                         protocol=protocol)
+        assert (rc, results, out) == (113, [], ""), err
+        assert err == (f"eval.py: cannot read test cases from `{path}`: line 1: unknown key "
+                       f"'sede'; the keys are batchsize, qseqlen, kvseqlen, seed: "
+                       f"'batchsize: 2; qseqlen: 1; kvseqlen: 64; sede: 11'\n")
+
+
+def test_cases_command_names_the_known_sets(run_eval, submission_file):
+    rc, _, out, err = run_eval(["cases", "bogus"], submission_file("correct"), protocol=False)
+    assert (rc, out) == (2, "")
+    assert err.startswith("eval.py: cases: no case set 'bogus' in task.yml; the sets are "
+                          "tests, benchmarks, cpu_benchmarks\nusage: "), err
+
+
+def test_a_bad_mode_is_named(run_eval, submission_file, cases_file):
+    for protocol, modes in ((False, "test, benchmark, leaderboard (and profile, in protocol mode), "
+                                    "or cases NAME"),
+                            (True, "test, benchmark, leaderboard, profile")):
+        rc, _, _, err = run_eval(["nonsense", str(cases_file(SMALL_CASES))],
+                                 submission_file("correct"), protocol=protocol)
+        assert rc == 2 and "Traceback" not in err
+        assert err.startswith(f"eval.py: unknown mode 'nonsense'; the modes are {modes}\nusage: "), err
+
+
+@cpu_only("without a GPU (and without TRITON_INTERPRET=1) the Triton routes cannot serve")
+@pytest.mark.parametrize("route", ["triton_mxfp4:waves", "aiter_fp8"])
+def test_a_forced_route_this_machine_cannot_serve_stops_before_any_case(run_eval, cases_file, route):
+    rc, _, out, err = run_eval(["test", str(cases_file(SMALL_CASES))], REPO_ROOT / "submission.py",
+                               protocol=False, env={"MLA_ROUTE": route, "TRITON_INTERPRET": "0"})
+    assert rc == 2 and "Traceback" not in err, err
+    assert f"eval.py: MLA_ROUTE='{route}' cannot serve on this machine (no GPU): " in err
+    assert ("TRITON_INTERPRET=1" if route.startswith("triton") else "AMD GPU") in err
+    assert "[1/2]" not in err and "check:" not in out
+
+
+def test_a_bad_reference_setting_is_named(run_eval, submission_file, cases_file):
+    rc, _, _, err = run_eval(["test", str(cases_file(SMALL_CASES))], submission_file("correct"),
+                             protocol=False, env={"MLA_CHECK_RULE": "loose"})
+    assert (rc, err) == (2, "eval.py: MLA_CHECK_RULE must be one of ['1e-2', '2e-2', 'current']\n")
+
+
+def test_a_submission_that_fails_to_import_is_named(run_eval, tmp_path, cases_file):
+    broken = tmp_path / "broken.py"
+    broken.write_text("def custom_kernel(data):\n    return data[0\n")
+    rc, _, _, err = run_eval(["test", str(cases_file(SMALL_CASES))], broken, protocol=False)
+    assert rc == 2, err
+    assert f"eval.py: cannot import the submission {broken}: " in err and "SyntaxError" in err
 
 
 def test_cases_command_prints_a_cases_file(run_eval, submission_file):

@@ -141,16 +141,15 @@ def median_us(function, calls=20000) -> float:
     return statistics.median(samples)
 
 
-def test_per_call_cost_of_the_plan_lookup_and_cpu_indptr_check(capsys):
+def test_per_call_cost_of_the_plan_lookup_and_cpu_indptr_check(info_report):
     data = generate_input(4, 1, 1024, 4217, device="cpu")
     plan = submission._plan_for(data)
     q, kv_data, qo_indptr, kv_indptr, _ = data
     lookup = median_us(lambda: submission._plan_for(data))
     indptr_check = median_us(lambda: submission.validate_indptr_values(
         qo_indptr, kv_indptr, plan.shape.total_q, plan.shape.total_kv, plan.shape.q_seq_len))
-    with capsys.disabled():
-        print(f"\n[cost] _plan_for on a cached key: {lookup:.2f} us/call; "
-              f"per-call indptr check (CPU only, batch 4): {indptr_check:.2f} us/call")
+    info_report(f"\n[cost] _plan_for on a cached key: {lookup:.2f} us/call; "
+                f"per-call indptr check (CPU only, batch 4): {indptr_check:.2f} us/call")
     assert lookup < 25, f"plan lookup {lookup:.1f} us per call"
 
 

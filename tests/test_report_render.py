@@ -57,6 +57,12 @@ def test_render_writes_table_and_chart_between_the_markers(tmp_path):
     assert text.startswith("before\n") and text.endswith(f"{report.README_END}\nafter\n")
     assert "old table" not in inside
     assert "From `results/run/report.json`:" in inside
+    page = tmp_path / "docs" / "results.md"   # a page in a folder of its own links up to results/
+    page.parent.mkdir()
+    page.write_text(f"{report.README_BEGIN}\n{report.README_END}\n")
+    report.render(folder / "report.json", page)
+    assert "From `../results/run/report.json`:" in page.read_text()
+    assert "![% of roofline per shape](../results/run/roofline.png)" in page.read_text()
     assert "| leaderboard clock mean ± err (us) |" in inside and "| device (us) | host (us) |" in inside
     for r in data["rows"]:  # every shape: route, the three times, the roofline share
         device = f"{r['device_us']:.1f}" if r["device_us"] else "n/a"

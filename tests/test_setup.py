@@ -216,6 +216,11 @@ def test_setup_installs_the_pins_where_torch_and_triton_are_missing(venv_dir):
     assert modules["aiter"] is None
     assert not {"aiter", "amd-aiter"} & distributions.keys()
     assert lines[-1].startswith("setup: aiter not found: not installed")
+    # Nothing but set-up's own lines and pip's (torch, imported before numpy is installed,
+    # would warn "Failed to initialize NumPy").
+    assert result.stdout.splitlines() == lines
+    assert [line for line in result.stderr.splitlines()
+            if not line.startswith(("WARNING: ", "ERROR: "))] == [], result.stderr
 
 
 def test_read_pins_rejects_a_line_that_is_not_an_exact_pin(tmp_path):
@@ -296,3 +301,17 @@ def test_keep_or_install_installs_nothing_when_an_installed_module_is_broken(mod
     with pytest.raises(gpu_stack.BrokenInstall, match="fails to import: OSError: libamdhip64"):
         gpu_stack.keep_or_install(UNIT_PINS, install=installs.append, report=print)
     assert installs == []
+
+
+def test_a_cuda_torch_is_recognised_in_pips_report():
+    gpu_stack = load_gpu_stack()
+
+    def install(*dists):
+        return {"install": [{"metadata": {"name": name, "version": version}} for name, version in dists]}
+    pypi = install(("torch", "2.13.0"), ("nvidia-cublas-cu12", "12.8.4.1"), ("triton", "3.6.0"))
+    assert gpu_stack.cuda_packages(pypi) == ["nvidia-cublas-cu12==12.8.4.1"]
+    assert gpu_stack.cuda_packages(install(("torch", "2.13.0+cu130"))) == ["torch==2.13.0+cu130"]
+    assert gpu_stack.cuda_packages(install(("torch", "2.13.0+cpu"), ("sympy", "1.14.0"))) == []
+    hint = gpu_stack.cpu_torch_hint("torch==2.13.0", ["nvidia-cublas-cu12==12.8.4.1"])
+    assert hint.startswith("setup: no GPU here, and `pip install torch==2.13.0` would fetch a CUDA build")
+    assert "python3 -m pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu" in hint

@@ -8,17 +8,28 @@ file's order. A module that is found is imported and kept, whatever its version 
 distribution provides it (ROCm's triton comes as `pytorch-triton-rocm`). aiter is only
 reported, never installed: ROCm ships it, and `pip install aiter` fetches an unrelated package.
 
-Prints one line a module. Exits 1, changing nothing, where an installed torch or triton fails
-to import (set-up never replaces an installed build), and exits 1 where pip fails.
+Where torch is missing and the machine shows no GPU, and pip would fetch a CUDA build of it
+(PyPI's torch on Linux x86-64 is one, several GB with its nvidia-* libraries), a line says
+how to get the CPU build instead, before the download.
+
+    python3 tools/gpu_stack.py          keep or install, one line a module
+    python3 tools/gpu_stack.py check    only import what is installed (set-up runs this first)
+
+Exits 1, changing nothing, where an installed torch or triton fails to import (set-up never
+replaces an installed build), and exits 1 where pip fails.
 """
 import importlib
 import importlib.metadata
 import importlib.util
+import json
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 PINS_FILE = Path(__file__).resolve().with_name("torch-triton-pins.txt")
+CPU_TORCH_INDEX = "https://download.pytorch.org/whl/cpu"
 
 
 class BrokenInstall(Exception):
@@ -75,8 +86,57 @@ def describe_aiter() -> str:
     return f"aiter found at {where} (pip distribution: {providers('aiter')}): left as it is"
 
 
+def machine_has_gpu() -> bool:
+    """An NVIDIA or AMD GPU's device file or management tool is present."""
+    return (any(Path("/dev").glob("nvidia[0-9]*")) or Path("/dev/kfd").exists()
+            or any(shutil.which(tool) for tool in ("nvidia-smi", "rocm-smi", "amd-smi")))
+
+
+def cuda_packages(pip_report: dict) -> list[str]:
+    """The distributions of a `pip install --report` that make a CUDA build: the nvidia-*
+    libraries, and a torch whose version says +cu."""
+    found = []
+    for item in pip_report.get("install", []):
+        name, version = item["metadata"]["name"].lower(), item["metadata"]["version"]
+        if name.startswith("nvidia-") or (name == "torch" and "+cu" in version):
+            found.append(f"{name}=={version}")
+    return found
+
+
+def cuda_packages_pip_would_fetch(pin: str) -> list[str]:
+    """cuda_packages of what `pip install pin` would install here (a dry run: nothing is
+    downloaded beyond the index pages); [] where the dry run fails (the install then says why)."""
+    with tempfile.TemporaryDirectory() as folder:
+        report = Path(folder) / "report.json"
+        proc = subprocess.run([sys.executable, "-m", "pip", "install", "--dry-run", "-q",
+                               "--disable-pip-version-check",
+                               "--report", str(report), pin], capture_output=True, text=True)
+        if proc.returncode or not report.exists():
+            return []
+        return cuda_packages(json.loads(report.read_text()))
+
+
+def cpu_torch_hint(pin: str, packages: list[str]) -> str:
+    return (f"setup: no GPU here, and `pip install {pin}` would fetch a CUDA build "
+            f"({len(packages)} CUDA package{'s' if len(packages) > 1 else ''} such as "
+            f"{packages[0]}: several GB). "
+            f"For the CPU build, stop now (Ctrl-C), run `python3 -m pip install {pin} "
+            f"--index-url {CPU_TORCH_INDEX}`, then set-up again.")
+
+
+def warn_before_a_cuda_torch_without_gpu(pins: dict[str, str], report=print):
+    """Where torch is missing and the machine shows no GPU, the CPU-build hint, if pip
+    would fetch a CUDA build."""
+    if "torch" not in pins or importlib.util.find_spec("torch") is not None or machine_has_gpu():
+        return
+    packages = cuda_packages_pip_would_fetch(pins["torch"])
+    if packages:
+        report(cpu_torch_hint(pins["torch"], packages))
+
+
 def pip_install(pin: str):
-    if subprocess.run([sys.executable, "-m", "pip", "install", "-q", pin]).returncode:
+    if subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--disable-pip-version-check",
+                       pin]).returncode:
         raise RuntimeError(f"pip could not install {pin}")
     importlib.invalidate_caches()
 
@@ -109,9 +169,20 @@ def keep_or_install(pins: dict[str, str], install=pip_install, report=print):
         report(f"setup: installed {name} {module.__version__} ({pin}: no {name} was installed)")
 
 
-def main() -> int:
+def check_installed(pins: dict[str, str]):
+    """Imports each pinned module that is installed. Raises BrokenInstall."""
+    for name in pins:
+        import_installed(name)
+
+
+def main(argv: list[str]) -> int:
+    report = lambda line: print(line, flush=True)
     try:
-        keep_or_install(read_pins(), report=lambda line: print(line, flush=True))
+        if argv[1:] == ["check"]:
+            check_installed(read_pins())
+            return 0
+        warn_before_a_cuda_torch_without_gpu(read_pins(), report)
+        keep_or_install(read_pins(), report=report)
     except BrokenInstall as error:
         print(f"setup: {error}. Set-up does not replace an installed build: repair or "
               f"uninstall it, then run set-up again.", file=sys.stderr)
@@ -124,4 +195,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(sys.argv))

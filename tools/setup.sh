@@ -3,7 +3,10 @@
 # - torch, triton (tools/gpu_stack.py): an installed build is kept (ROCm, CUDA or CPU torch;
 #   PyPI's triton or ROCm's pytorch-triton-rocm); only a missing one is installed, at its
 #   pin in tools/torch-triton-pins.txt. One line each says which. aiter is never installed.
-# - requirements.txt: the test and development tools, always installed.
+#   A machine without a GPU about to get PyPI's CUDA torch is told how to get the CPU build.
+# - requirements.txt: the test and development tools, always installed; before torch is
+#   installed and imported (torch warns at import where numpy is missing), and after a
+#   check that an installed torch and triton import (where one does not, nothing is installed).
 # - .ci/aiter_wheel: AMD's pure-Python aiter wheel, unpacked WITHOUT its dependencies and
 #   never imported as a package (not on any import path, so it shadows no installed aiter):
 #   tests read its MXFP4 quantizer by file path to check our bytes against aiter's.
@@ -12,8 +15,9 @@
 # already holds aiter/utility/fp4_utils.py is kept as it is.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+python3 tools/gpu_stack.py check
+python3 -m pip install -q --disable-pip-version-check -r requirements.txt
 python3 tools/gpu_stack.py
-python3 -m pip install -q -r requirements.txt
 if [ ! -f .ci/aiter_wheel/aiter/utility/fp4_utils.py ]; then
-    python3 -m pip install -q --no-deps --target .ci/aiter_wheel amd-aiter==0.1.7.post2.dev18
+    python3 -m pip install -q --disable-pip-version-check --no-deps --target .ci/aiter_wheel amd-aiter==0.1.7.post2.dev18
 fi
