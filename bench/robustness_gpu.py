@@ -191,11 +191,12 @@ def oracle_mismatch(out: torch.Tensor, expected: torch.Tensor, tol: float = ORAC
 SCALED_OUTPUT_BOUND = 0.05
 
 
-def scaled_output_problem(sub, data, out):
-    """None when every sequence of out (from the plan of data) is within SCALED_OUTPUT_BOUND
-    relative RMS error of exact attention over the format its route read; else what is off."""
-    label = sub.describe_route(data)
-    errors = sub.output_errors(out, exact_attention(data, format_read_by(label)), data[2])
+def scaled_output_problem(sub, data, out, fmt: str = ""):
+    """None when every sequence of out is within SCALED_OUTPUT_BOUND relative RMS error of
+    exact attention over the KV format `fmt`, by default the one read by the route that
+    serves data's plan (built if need be); else what is off."""
+    label = sub.describe_route(data) if not fmt else f"output over {fmt}"
+    errors = sub.output_errors(out, exact_attention(data, fmt or format_read_by(label)), data[2])
     if errors["nonfinite"] or not errors["sequence_rms"] <= SCALED_OUTPUT_BOUND:
         return (f"{label}: sequence {errors['worst_sequence']} relative RMS error {errors['sequence_rms']:.3g} "
                 f"against exact attention (bound {SCALED_OUTPUT_BOUND}), {errors['nonfinite']} non-finite differ")
