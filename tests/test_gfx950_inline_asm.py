@@ -441,3 +441,25 @@ def _convert_functions_source() -> str:
     functions = [call.function for call in calls if CONVERT in (_literal(call, "asm") or "")]
     assert functions and None not in functions, "no convert block inside a function"
     return "\n".join(ast.get_source_segment(source, function) for function in functions)
+
+
+def print_derivation() -> None:
+    """What the checks above derive, for results/2026-12-01-cpu-convert-tie/."""
+    print(f"{CONVERT} as Triton's bundled LLVM emits {INTRINSIC} for gfx950 (byte: operand roles, modifiers):")
+    for byte, (roles, modifiers) in llvm_convert_forms().items():
+        print(f"  byte {byte}: {', '.join(roles)}  {dict(modifiers) or 'no op_sel (= [0,0,0])'}")
+    problems, lines_read = inline_asm_problems(_submission_source())
+    print(f"submission.py: {lines_read} inline-asm lines read; problems: {problems or 'none'}")
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    upcast = json.loads(subprocess.run([sys.executable, str(UPCAST_SCRIPT)], env=env, cwd=ROOT, capture_output=True,
+                                       text=True, check=True).stdout)
+    print("Triton's own upcast (tl.dot_scaled, bf16 x e2m1, gfx950), first intrinsic calls (result, word, scale, byte):")
+    for call in _intrinsic_calls(upcast["llir"])[:4]:
+        print(f"  {call}")
+    print("and their AMDGCN:")
+    for line in [line.strip() for line in upcast["amdgcn"].splitlines() if CONVERT in line][:4]:
+        print(f"  {line}")
+
+
+if __name__ == "__main__":
+    print_derivation()
