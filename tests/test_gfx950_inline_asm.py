@@ -425,11 +425,11 @@ def test_triton_upcast_uses_our_operand_forms_and_differs_only_where_named(trito
         assert line.modifiers in llvm_modifiers, line
         groups.setdefault(line.operands[1:], []).append(line.modifiers)
     assert all(sorted(mods) == sorted(llvm_modifiers) for mods in groups.values()), groups
-    # Where Triton's upcast differs from ours, by design (the final check says why ours is
-    # right for this cache): it returns NaN for the e8m0 NaN scale byte 0xFF; our decode
-    # multiplies by the scale bits 0xFF << 23 = +inf there, as its bit-operation twin does,
-    # which gives non-finite outputs the verifier rejects, and the cache's quantizer never
-    # writes 0xFF (its exponent is clamped to <= 127, so bytes <= 254).
+    # Where Triton's upcast differs from ours: it returns NaN for the e8m0 NaN scale byte
+    # 0xFF; our convert multiplies by the scale bits 0xFF << 23 = +inf there, as our
+    # bit-operation decode, the torch route and the verifier's exact attention do (2^128).
+    # The cache's quantizer never writes 0xFF (its exponent is clamped to <= 127, so bytes
+    # <= 254), and the output is non-finite either way.
     assert re.search(r"icmp eq i8 %\w+, -1", triton_upcast["llir"]) and "bfloat 0xR7FC0" in triton_upcast["llir"]
     assert "nan" not in _convert_functions_source().lower()
 
