@@ -14,8 +14,9 @@ from reference import generate_input
 sys.path.insert(0, str(ROOT / "bench"))
 import error_bounds  # noqa: E402
 
-# Forms that have no measurement yet, judged by their format's bound.
-UNMEASURED_FORMS = {("fp8", "a16w8")}
+# Forms that have no measurement yet, judged by their format's bound: aiter's a16w8, and
+# the Gluon forms being written (on their branches) until bench/verify_errors.py measures them.
+UNMEASURED_FORMS = {("fp8", "a16w8"), ("fp8", "gluon"), ("mxfp4", "gluon")}
 
 
 def test_form_bounds_are_the_ones_derived_from_the_committed_measurements():
@@ -28,7 +29,9 @@ def test_every_form_a_runner_can_have_is_measured_or_named_unmeasured():
     forms = {(fmt, form) for fmt, kernel_forms in submission.KERNEL_FORMS.items() for form in kernel_forms}
     forms |= {(fmt, submission.TorchRunner.form) for fmt in ("bf16", "fp8", "mxfp4")}
     forms |= {("fp8", "a8w8"), ("fp8", "a16w8")}
-    assert forms - set(submission.FORM_ERROR_BOUNDS) == UNMEASURED_FORMS
+    unmeasured = forms - set(submission.FORM_ERROR_BOUNDS)
+    assert unmeasured <= UNMEASURED_FORMS, f"forms with neither a measured bound nor a listing here: {unmeasured}"
+    assert not UNMEASURED_FORMS & set(submission.FORM_ERROR_BOUNDS)
 
 
 def test_an_unmeasured_form_is_judged_by_its_formats_bound_and_says_so():
