@@ -1,4 +1,4 @@
-"""Errors against exact attention that the autopick's verifier bounds (submission.ERROR_BOUNDS):
+"""Errors against exact attention that the autopick's verifier bounds (submission.error_bound):
 measured for every route, the a8w8 reference, and torch emulations of the kernel forms
 coming for gfx950, on the leaderboard's inputs and the robustness inputs.
 
@@ -26,8 +26,9 @@ inputs, ragged lengths, tiny or huge q or KV alone) or "extreme" (peaked scores:
 and q and KV both 1e15). The bounds are set from the regular inputs with MARGIN; on an
 extreme input a route may exceed them, and the autopick then falls back to a route that
 passes (the torch route always does). Writes DIR/verify_errors.json; prints every row and,
-per format, the worst regular and extreme errors, the bound in force and the bound that
-MARGIN over the worst regular error would give.
+per format and form, the worst regular and extreme errors, the bound in force and the bound
+that MARGIN over the worst regular error would give (bench/error_bounds.py derives
+submission.ERROR_BOUNDS from these files).
 """
 from __future__ import annotations
 
@@ -110,25 +111,32 @@ def coming_form(data, kv_format: str) -> torch.Tensor:
     return out
 
 
+# The kernel form whose math each emulation is (submission.ERROR_BOUNDS is per form).
+COMING_FORMS = {"fp8": "e4m3_waves", "mxfp4": "waves"}
+
+
 def candidates(data, routes: set, device):
-    """(label, kv format, callable returning the output) of every candidate that applies."""
+    """(label, kv format, form, callable returning the output) of every candidate that
+    applies; the form as the verifier names it (the runners' .form; reference_a8w8 is
+    the aiter route's a8w8 form, coming_* emulate a Triton form's math)."""
     sub = _submission()
     shape = sub.CallShape(data)
     args = data[:4]
     for fmt in shape.formats:
         if "torch" in routes:
-            yield f"torch[{fmt}]", fmt, lambda fmt=fmt: sub.TorchRunner(shape, fmt)(*args)
+            runner = sub.TorchRunner(shape, fmt)
+            yield f"torch[{fmt}]", fmt, runner.form, lambda runner=runner: runner(*args)
     for fmt in ("fp8", "mxfp4"):
         if f"triton_{fmt}" in routes and fmt in shape.formats and shape.q_seq_len == 1:
             num_sms, arch = sub._device_sms_and_arch(device)
             for launch in sub.triton_launch_candidates(fmt, shape.batch, shape.max_kv_len, num_sms, arch):
                 runner = sub.TritonRunner(shape, fmt, launch)
-                yield runner.label, fmt, lambda runner=runner: runner(*args)
+                yield runner.label, fmt, runner.form, lambda runner=runner: runner(*args)
     if "reference_a8w8" in routes:
-        yield "reference_a8w8", "fp8", lambda: reference.ref_kernel(data)
+        yield "reference_a8w8", "fp8", "a8w8", lambda: reference.ref_kernel(data)
     for fmt in ("fp8", "mxfp4"):
         if f"coming_{fmt}" in routes:
-            yield f"coming_{fmt}", fmt, lambda fmt=fmt: coming_form(data, fmt)
+            yield f"coming_{fmt}", fmt, COMING_FORMS[fmt], lambda fmt=fmt: coming_form(data, fmt)
 
 
 ALL_ROUTES = ("torch", "triton_fp8", "triton_mxfp4", "reference_a8w8", "coming_fp8", "coming_mxfp4")
@@ -148,12 +156,13 @@ def measure(smoke: bool, routes: set, device) -> list[dict]:
     for input_name, category, data in inputs(smoke):
         shape = sub.CallShape(data)
         exact = {fmt: sub.TorchRunner(shape, fmt).exact(*data[:4]) for fmt in shape.formats}
-        for label, fmt, run in candidates(data, routes, device):
+        for label, fmt, form, run in candidates(data, routes, device):
             began = time.perf_counter()
             output = run()
             errors = sub.output_errors(output, exact[fmt], data[2])
             good, _ = reference.check_implementation(data, output)
             rows.append({"input": input_name, "category": category, "candidate": label, "kv_format": fmt,
+                         "form": form,
                          "sequence_rms": errors["sequence_rms"], "element": errors["element"],
                          "nonfinite": errors["nonfinite"], "worst_sequence": errors["worst_sequence"],
                          "reference_rule": "pass" if good else "fail",
@@ -166,15 +175,14 @@ def measure(smoke: bool, routes: set, device) -> list[dict]:
 
 
 def summary(rows: list[dict]) -> dict:
-    """Per format: the worst regular and extreme errors (with where they came from), the
-    bound in force and MARGIN times the worst regular error."""
-    bounds = _submission().ERROR_BOUNDS
+    """Per format and form ("fp8/e4m3_waves"): the worst regular and extreme errors (with
+    where they came from), the bound in force and MARGIN times the worst regular error."""
+    sub = _submission()
     result = {}
-    for fmt in ("bf16", "fp8", "mxfp4"):
-        mine = [r for r in rows if r["kv_format"] == fmt]
-        if not mine:
-            continue
-        entry = {"bound_in_force": vars(bounds[fmt]), "margin": MARGIN}
+    for fmt, form in sorted({(r["kv_format"], r["form"]) for r in rows}):
+        mine = [r for r in rows if (r["kv_format"], r["form"]) == (fmt, form)]
+        bound, bound_name = sub.error_bound(fmt, form)
+        entry = {"bound_in_force": vars(bound), "bound_name": bound_name, "margin": MARGIN}
         for category in ("regular", "extreme"):
             group = [r for r in mine if r["category"] == category]
             for metric in ("sequence_rms", "element"):
@@ -186,9 +194,9 @@ def summary(rows: list[dict]) -> dict:
                                            for metric in ("sequence_rms", "element")
                                            if f"regular_worst_{metric}" in entry}
         entry["outside_bound"] = [f"{r['candidate']} on {r['input']} ({r['category']})" for r in mine
-                                  if r["sequence_rms"] > bounds[fmt].sequence_rms or r["element"] > bounds[fmt].element
+                                  if r["sequence_rms"] > bound.sequence_rms or r["element"] > bound.element
                                   or r["nonfinite"]]
-        result[fmt] = entry
+        result[f"{fmt}/{form}"] = entry
     return result
 
 

@@ -23,6 +23,7 @@ def small_input(batch=2, kv_len=40, seed=0):
 
 class FakeRunner:
     kv_format = "bf16"  # judged against exact attention over the bf16 KV
+    form = "torch"      # and by the torch form's bound
 
     def __init__(self, label, compute):
         self.label = label

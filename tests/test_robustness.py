@@ -103,6 +103,11 @@ MALFORMED = {
     "config_qk_head_dim": (lambda d: config(d, qk_head_dim=512), ValueError, ["qk_head_dim", "576", "512"]),
     "config_v_head_dim": (lambda d: config(d, v_head_dim=576), ValueError, ["v_head_dim", "512", "576"]),
     "config_num_kv_heads": (lambda d: config(d, num_kv_heads=2), ValueError, ["num_kv_heads", "1", "2"]),
+    "config_kv_lora_rank": (lambda d: config(d, kv_lora_rank=576), ValueError, ["kv_lora_rank", "512", "576"]),
+    "config_qk_rope_head_dim": (lambda d: config(d, qk_rope_head_dim=0), ValueError,
+                                ["qk_rope_head_dim", "64", "got 0"]),
+    "config_batch_size_float": (lambda d: config(d, batch_size=2.0), ValueError, ["batch_size", "positive int", "2.0"]),
+    "config_q_seq_len_0": (lambda d: config(d, q_seq_len=0), ValueError, ["q_seq_len", "positive int", "0"]),
     "config_batch_size_3": (lambda d: config(d, batch_size=3), ValueError, ["batch_size", "3", "got 2"]),
     "config_batch_size_0": (lambda d: config(d, batch_size=0), ValueError, ["batch_size", "positive", "0"]),
     "config_q_seq_len_2": (lambda d: config(d, q_seq_len=2), ValueError, ["q_seq_len", "4", "got 2"]),
@@ -160,6 +165,14 @@ def test_malformed_input_is_refused_naming_the_field(name):
     message = str(raised.value)
     missing = [f for f in fragments if f not in message]
     assert not missing, f"message {message!r} lacks {missing}"
+    assert not submission._PLANS, "a malformed input left a plan behind"
+
+
+@pytest.mark.parametrize("key", submission.CONFIG_KEYS)
+def test_every_config_key_is_required(key):
+    data = valid()
+    with pytest.raises(ValueError, match=f"missing key.*'{key}'"):
+        submission.custom_kernel(replaced(data, config={k: v for k, v in data[4].items() if k != key}))
     assert not submission._PLANS, "a malformed input left a plan behind"
 
 

@@ -1,0 +1,137 @@
+"""The verifier's error bounds per (KV format, form), derived from committed measurements,
+and the smallest uniform scaling of the output each bound rejects.
+
+  python3 bench/error_bounds.py                 (CPU, about a minute: prints both tables)
+  python3 bench/error_bounds.py --json FILE     (also writes them as JSON)
+
+Bounds: for each (format, form), MARGIN (3x) the worst error measured on the regular
+inputs by bench/verify_errors.py in MEASUREMENTS, rounded up to two significant digits, for
+both of submission.ErrorBound's measures (the worst sequence's relative RMS error and the
+largest element error over the output's RMS). A form with no measurement keeps its
+format's bound (submission.error_bound says so when it judges). tests/test_error_bounds.py
+checks that submission.FORM_ERROR_BOUNDS is what this derives.
+
+Rows are assigned to forms by their "form" field, or, in files written before it existed,
+by their label (LEGACY_FORMS): the forms "e4m3" and "scaled" of 2026-11-30 were replaced by
+"e4m3_waves" and "waves" with the same roundings (e4m3 Q per head; P x 256 in e4m3 for fp8,
+P in bf16 for MXFP4: only the split of the tile over the waves changed), and the unnamed
+Triton rows of the 2026-11-30 CPU run are the then only forms, f16 and bf16. The
+"coming_*" rows emulate the e4m3_waves / waves math in torch and count for those forms.
+
+Scalings: an output s x exact has sequence error |1 - s| and element error |1 - s| x
+max|exact| / rms(exact), so a bound (S, E) rejects every s with |1 - s| > min(S, E x
+rms / max). Measured on the benchmark inputs of batch 4 and 32 at kv 1024 and the batch 4
+one at 8192 (exact attention over the bf16 KV; the ratio rms / max barely depends on the
+format), the largest such |1 - s| over those inputs is what the bound guarantees to reject.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+MARGIN = 3.0
+MEASUREMENTS = ("results/2026-11-30-h200-session2/verify/verify_errors.json",
+                "results/2026-11-30-cpu-verify-errors/verify_errors.json",
+                "results/2026-12-01-cpu-verify-errors/verify_errors.json")
+LEGACY_FORMS = {"torch[": "torch", "reference_a8w8": "a8w8", "coming_fp8": "e4m3_waves", "coming_mxfp4": "waves",
+                "form=e4m3,": "e4m3_waves", "form=scaled,": "waves", "form=f16,": "f16", "form=bf16,": "bf16",
+                "triton_fp8[splits=": "f16", "triton_mxfp4[splits=": "bf16"}
+SCALING_INPUTS = ((4, 1024, 4217), (32, 1024, 5412), (4, 8192, 4220))
+
+
+def form_of(row: dict) -> str:
+    if "form" in row:
+        return row["form"]
+    matches = [form for mark, form in LEGACY_FORMS.items() if mark in row["candidate"]]
+    if len(matches) != 1:
+        raise ValueError(f"no single form for the row {row['candidate']!r}: {matches}")
+    return matches[0]
+
+
+def round_up(value: float, digits: int = 2) -> float:
+    """value rounded up to `digits` significant digits."""
+    if value <= 0:
+        return 0.0
+    step = 10.0 ** (math.floor(math.log10(value)) - digits + 1)
+    return round(math.ceil(round(value / step, 9)) * step, 12)
+
+
+def measured_bounds(paths=MEASUREMENTS) -> dict:
+    """(format, form) -> {"sequence_rms", "element": the bound; "worst": the worst regular
+    measurement of each, with where it came from}."""
+    worst = {}
+    for path in paths:
+        for row in json.loads((ROOT / path).read_text())["rows"]:
+            if row["category"] != "regular":
+                continue
+            key = (row["kv_format"], form_of(row))
+            entry = worst.setdefault(key, {})
+            for metric in ("sequence_rms", "element"):
+                if metric not in entry or row[metric] > entry[metric]["value"]:
+                    entry[metric] = {"value": row[metric], "candidate": row["candidate"], "input": row["input"],
+                                     "file": path}
+    return {key: {"sequence_rms": round_up(MARGIN * entry["sequence_rms"]["value"]),
+                  "element": round_up(MARGIN * entry["element"]["value"]), "worst": entry}
+            for key, entry in sorted(worst.items())}
+
+
+def rms_over_max(batch: int, kv_len: int, seed: int) -> float:
+    import reference
+    import submission
+    data = reference.generate_input(batch, 1, kv_len, seed, device="cpu")
+    exact = submission.TorchRunner(submission.CallShape(data), "bf16").exact(*data[:4]).double()
+    return float(exact.pow(2).mean().sqrt() / exact.abs().max())
+
+
+def rejected_scalings(bounds: dict, ratios: dict) -> dict:
+    """name -> the deviation |1 - s| above which the bound rejects s x exact on each input,
+    and the largest over the inputs."""
+    result = {}
+    for name, bound in bounds.items():
+        per_input = {label: min(bound.sequence_rms, bound.element * ratio) for label, ratio in ratios.items()}
+        result[name] = {"per_input": per_input, "guaranteed": max(per_input.values())}
+    return result
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--json", help="also write the tables here")
+    args = parser.parse_args(argv)
+    import submission
+    derived = measured_bounds()
+    print(f"Bounds: {MARGIN:g}x the worst regular error measured, rounded up (files: {', '.join(MEASUREMENTS)})")
+    print(f"{'format/form':<18} {'worst seq':>10} {'worst elem':>10} {'bound seq':>10} {'bound elem':>10}  worst from")
+    for (fmt, form), entry in derived.items():
+        w = entry["worst"]
+        print(f"{fmt + '/' + form:<18} {w['sequence_rms']['value']:>10.4f} {w['element']['value']:>10.4f} "
+              f"{entry['sequence_rms']:>10.4g} {entry['element']:>10.4g}  {w['sequence_rms']['candidate']} "
+              f"on {w['sequence_rms']['input']} / {w['element']['candidate']} on {w['element']['input']}")
+    in_force = {f"{fmt}/{form}": bound for (fmt, form), bound in submission.FORM_ERROR_BOUNDS.items()}
+    in_force.update({f"{fmt}/(any other form)": bound for fmt, bound in submission.ERROR_BOUNDS.items()})
+    ratios = {f"{b}x{n}": rms_over_max(b, n, seed) for b, n, seed in SCALING_INPUTS}
+    scalings = rejected_scalings(in_force, ratios)
+    print("\nSmallest uniform scaling each bound in force rejects: s x exact is rejected when |1 - s| > t")
+    print(f"rms / max of the exact output: " + ", ".join(f"{k} {v:.3f}" for k, v in ratios.items()))
+    print(f"{'format/form':<24} {'seq':>7} {'elem':>7} " + " ".join(f"{k:>9}" for k in ratios) + "  guaranteed t")
+    for name, bound in in_force.items():
+        row = scalings[name]
+        print(f"{name:<24} {bound.sequence_rms:>7.4g} {bound.element:>7.4g} "
+              + " ".join(f"{row['per_input'][k]:>9.4f}" for k in ratios)
+              + f"  {row['guaranteed']:.4f} (rejects s < {1 - row['guaranteed']:.3f} and s > {1 + row['guaranteed']:.3f})")
+    if args.json:
+        Path(args.json).write_text(json.dumps({
+            "derived_bounds": {f"{fmt}/{form}": entry for (fmt, form), entry in derived.items()},
+            "rms_over_max": ratios, "rejected_scalings": scalings,
+            "bounds_in_force": {name: vars(bound) for name, bound in in_force.items()}}, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
