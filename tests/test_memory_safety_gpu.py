@@ -185,7 +185,7 @@ def test_every_offered_launch_stays_inside_its_fences(input_name, precompiled):
             if judged:
                 if not bool(torch.isfinite(out).all()):
                     problems.append(f"{int((~torch.isfinite(out)).sum())} non-finite output elements")
-                good, detail = verifier.check(kv_format, out)
+                good, detail = verifier.check(kv_format, plain_runner.form, out)
                 if not good:
                     problems.append(f"verifier: {detail}")
             if problems:
@@ -280,7 +280,7 @@ def _mutant_under_fences(directory: str, device: str, mutation: str) -> dict:
             out, problems = fenced_call(mutant, *fenced_input(data), kv_format, launch)
             if not bool(torch.isfinite(out).all()):
                 problems.append(f"{int((~torch.isfinite(out)).sum())} non-finite output elements")
-            good, detail = verifier.check(kv_format, out)
+            good, detail = verifier.check(kv_format, form, out)
             if not good:
                 problems.append(f"verifier: {detail}")
             found[f"{kv_format}:{form}"] = problems
