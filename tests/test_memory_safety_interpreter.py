@@ -12,9 +12,10 @@ Kernels and launches:
     through the route's own runner (TritonRunner). Launches that differ only in
     num_stages or waves_per_eu, compile options the interpreter ignores, run once;
   - the Q quantizer's two kernels (the a8w8 route's), default and small blocks;
-  - the aiter route's length checks (fused into the quantizer's first launch for a8w8,
-    a launch of their own for a16w8), through AiterRunner with the recording fake aiter
-    (tests/fake_aiter.py). aiter's own kernels are not Triton and are not checked here.
+  - the aiter route's guards, for both metadata variants: the length checks (per_call) and
+    the kv_indptr comparisons with the plan's (cached), each fused into the quantizer's
+    first launch for a8w8 and a launch of its own for a16w8, through the route's runners
+    with the recording fake aiter (tests/fake_aiter.py). aiter's own kernels are not Triton and are not checked here.
 Inputs:
   - odd lengths 1, 33 (a 32-row tile plus one), 129 (a 128-row tile plus one), 257 (on
     gfx950 two 128-row splits, the second of one row: a split boundary), with the fp8 and MXFP4
@@ -36,6 +37,7 @@ Each test prints what it checked (launches per kernel, cases, addresses): run wi
 """
 import collections
 import dataclasses
+import itertools
 import os
 
 import pytest
@@ -206,7 +208,7 @@ def test_q_quantizer_stays_inside_its_tensors():
     assert set(checked.launches) == {"_q_abs_max_partials_kernel", "_q_fp8_quantize_kernel"}
 
 
-def _run_aiter_length_checks_in_worker() -> Checked:
+def _run_aiter_guards_in_worker() -> Checked:
     from bench.robustness_gpu import ragged_input
     from fake_aiter import FakeAiter
     checked, check = Checked(), AddressCheck()
@@ -230,8 +232,8 @@ def _run_aiter_length_checks_in_worker() -> Checked:
             # loops then take two steps, the second masked past the last sequence.
             for check_block in (saved[1], 2):
                 sub.KV_LENGTH_CHECK_BLOCK = check_block
-                for q_in_fp8 in (True, False):
-                    runner = sub.AiterRunner(sub.CallShape(data), data, q_in_fp8, 8)
+                for variant, q_in_fp8 in itertools.product(sub.AITER_RUNNERS.values(), (True, False)):
+                    runner = variant(sub.CallShape(data), data, q_in_fp8, 8)
                     for name, kv_indptr in kv_indptrs.items():
                         checked.cases += 1
                         try:
@@ -244,11 +246,12 @@ def _run_aiter_length_checks_in_worker() -> Checked:
     return checked
 
 
-def test_aiter_length_checks_stay_inside_their_tensors():
-    checked = _worker.run(_run_aiter_length_checks_in_worker)
-    print(f"\n[aiter length checks] {checked.summary()}")
+def test_aiter_guards_stay_inside_their_tensors():
+    checked = _worker.run(_run_aiter_guards_in_worker)
+    print(f"\n[aiter guards: length checks and kv_indptr comparisons] {checked.summary()}")
     assert not checked.violations, "\n\n".join(checked.violations)
-    assert {"_q_abs_max_partials_checked_kernel", "_kv_lengths_check_kernel"} <= set(checked.launches)
+    assert {"_q_abs_max_partials_checked_kernel", "_kv_lengths_check_kernel",  # metadata=per_call
+            "_q_abs_max_partials_compared_kernel", "_kv_indptr_compare_kernel"} <= set(checked.launches)  # cached
 
 
 # ------------------------------------------------------------------ the check can fail
