@@ -1569,6 +1569,23 @@ def _kv_lengths_check_kernel(kv_scale_ptr, checked_kv_scale_ptr, kv_indptr_ptr, 
     tl.store(checked_kv_scale_ptr, tl.where(refused, nan, tl.load(kv_scale_ptr)))
 
 
+def q_fp8_checked_calls(q, scratch: QFp8Scratch, check_args: tuple) -> list[KernelCall]:
+    """a8w8's two launches: the quantizer's, its first also checking the lengths.
+    check_args: _check_kv_lengths' arguments but the constants (AiterRunner._check_args)."""
+    return [KernelCall(_q_abs_max_partials_checked_kernel, (scratch.programs,),
+                       (q, scratch.partials, q.numel(), scratch.blocks_per_program, *check_args,
+                        scratch.block, AITER_MIN_KV_LEN, KV_LENGTH_CHECK_BLOCK, _FP32_NAN_BITS),
+                       dict(num_warps=4)),
+            q_fp8_quantize_call(q, scratch)]
+
+
+def kv_lengths_check_call(kv_scale, checked_kv_scale, check_args: tuple) -> KernelCall:
+    """a16w8's launch: the length check alone, passing the KV scale through."""
+    return KernelCall(_kv_lengths_check_kernel, (1,),
+                      (kv_scale, checked_kv_scale, *check_args, AITER_MIN_KV_LEN, KV_LENGTH_CHECK_BLOCK,
+                       _FP32_NAN_BITS), dict(num_warps=4))
+
+
 def _check_kv_lengths_torch(kv_indptr, fallback_kv_indptr, checked_kv_indptr, last_page_lens,
                             total_kv: int) -> torch.Tensor:
     """_check_kv_lengths as torch operations (CPU without the Triton interpreter); returns
@@ -1637,11 +1654,8 @@ class AiterRunner:
             _quantize_q_fp8_torch(q, scratch)
             scratch.scale.masked_fill_(self._check_lengths_torch(kv_indptr), float("nan"))
             return scratch.q_fp8, scratch.scale
-        KernelCall(_q_abs_max_partials_checked_kernel, (scratch.programs,),
-                   (q, scratch.partials, q.numel(), scratch.blocks_per_program, *self._check_args(kv_indptr),
-                    scratch.block, AITER_MIN_KV_LEN, KV_LENGTH_CHECK_BLOCK, _FP32_NAN_BITS),
-                   dict(num_warps=4)).launch()
-        q_fp8_quantize_call(q, scratch).launch()
+        for call in q_fp8_checked_calls(q, scratch, self._check_args(kv_indptr)):
+            call.launch()
         return scratch.q_fp8, scratch.scale
 
     def _check_lengths(self, kv_indptr, kv_scale):
@@ -1649,9 +1663,7 @@ class AiterRunner:
         if not self.launches_triton:
             self.checked_kv_scale.copy_(kv_scale.masked_fill(self._check_lengths_torch(kv_indptr), float("nan")))
             return self.checked_kv_scale
-        KernelCall(_kv_lengths_check_kernel, (1,),
-                   (kv_scale, self.checked_kv_scale, *self._check_args(kv_indptr), AITER_MIN_KV_LEN,
-                    KV_LENGTH_CHECK_BLOCK, _FP32_NAN_BITS), dict(num_warps=4)).launch()
+        kv_lengths_check_call(kv_scale, self.checked_kv_scale, self._check_args(kv_indptr)).launch()
         return self.checked_kv_scale
 
     def __call__(self, q, kv_data, qo_indptr, kv_indptr):

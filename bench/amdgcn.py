@@ -167,6 +167,43 @@ def vmem_load_bytes(mnemonic: str) -> int:
     raise ValueError(f"no vmcnt rule for {mnemonic!r}: add its width and whether it counts in vmcnt")
 
 
+def load_kind(mnemonic: str, operands: str) -> str | None:
+    """How a VMEM instruction reads global memory: "buffer" (through a buffer resource,
+    whose range the hardware checks: out-of-range lanes read 0), "buffer_to_lds" (the same,
+    into LDS: buffer_load_* ... lds), "global", "global_to_lds" (global_load_lds_*) or
+    "flat" (an address the hardware does not check); None for stores, atomics, scratch
+    (spill) traffic and cache control, which read no tensor."""
+    if instruction_class(mnemonic) != "vmem":
+        raise ValueError(f"{mnemonic!r} is no vector-memory instruction")
+    access = _VMEM_ACCESS.fullmatch(mnemonic)
+    if access is None or access.group(2) != "load" or access.group(1) == "scratch":
+        return None
+    space, _, lds_form, _ = access.groups()
+    if space == "buffer":
+        return "buffer_to_lds" if re.search(r"\blds$", operands) else "buffer"
+    if space == "global":
+        return "global_to_lds" if lds_form else "global"
+    return "flat"
+
+
+LOAD_KINDS = ("buffer", "buffer_to_lds", "global", "global_to_lds", "flat")
+BUFFER_LOAD_KINDS = ("buffer", "buffer_to_lds")
+
+
+def load_kinds(instructions: list) -> dict:
+    """Global-memory loads by kind (load_kind), every kind listed."""
+    counts = collections.Counter(kind for m, ops in instructions if instruction_class(m) == "vmem"
+                                 and (kind := load_kind(m, ops)) is not None)
+    return {kind: counts.get(kind, 0) for kind in LOAD_KINDS}
+
+
+def unchecked_loads(instructions: list) -> list[str]:
+    """The loads that do not go through a buffer resource (global_*, flat_*): their
+    addresses are not range-checked by the hardware. Each as its listing line."""
+    return [f"{m} {ops}" for m, ops in instructions if instruction_class(m) == "vmem"
+            and load_kind(m, ops) not in (None, *BUFFER_LOAD_KINDS)]
+
+
 def _vmcnt_limit(operands: str) -> int | None:
     """N of "s_waitcnt ... vmcnt(N) ...", None when it names no vmcnt."""
     operands = operands.replace("&", " ")
