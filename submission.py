@@ -80,7 +80,8 @@ _TL_NOPE = tl.constexpr(512)
 _TL_ROPE = tl.constexpr(64)
 
 # The forms of each format's kernel (see above); the first is the portable default.
-KERNEL_FORMS = {"fp8": ("f16", "e4m3_waves"), "mxfp4": ("bf16", "waves")}
+# "gluon" is the Gluon kernel (section "Gluon kernels"), offered where Gluon imports.
+KERNEL_FORMS = {"fp8": ("f16", "e4m3_waves", "gluon"), "mxfp4": ("bf16", "waves")}
 # The forms whose tile is num_warps token groups, one a wave (see above).
 _WAVE_FORMS = {"fp8_e4m3_waves", "mxfp4_waves", "mxfp4_waves_cvt"}
 
@@ -97,6 +98,7 @@ class TritonLaunch:
     form: str = ""        # one of KERNEL_FORMS[format]; "" is the format's first
     waves_per_eu: int = 0  # AMD only: the occupancy the register allocator aims for (0: none)
     hw_convert: bool = False  # gfx950 only: the MXFP4 "waves" form decodes by its convert instruction
+    gluon_arch: str = ""  # Gluon forms: the kernel's ARCH ("cdna4" for gfx950, "ampere" for NVIDIA sm_80+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -121,7 +123,11 @@ _FORM_TILES = {
     ("mxfp4", "bf16"): [(32, 4, 1, 0), (64, 8, 1, 0)],
     ("fp8", "e4m3_waves"): [(128, 4, 1, 2)],
     ("mxfp4", "waves"): [(128, 4, 1, 2)],
+    # Gluon forms: num_stages is the ring's depth; num_warps counts 64-thread groups (a
+    # gfx950 wave), so NVIDIA launches twice as many warps (_launch).
+    ("fp8", "gluon"): [(128, 4, 2, 0)],
 }
+_GLUON_FORMS = {"gluon"}
 _IDLE_SM_FORMS = {("fp8", "f16"), ("mxfp4", "bf16")}
 _CONVERT_FORMS = {"waves"}  # forms that take gfx950's convert instruction there (hw_convert)
 # The forms offered per architecture, first the one whose launches lead the candidates.
@@ -131,6 +137,37 @@ _ARCH_FORMS = {
     "gfx950": {"fp8": ("e4m3_waves",), "mxfp4": ("waves",)},
     "": {"fp8": ("f16", "e4m3_waves"), "mxfp4": ("bf16", "waves")},
 }
+# The Gluon forms per format: first on gfx950, an extra candidate on NVIDIA sm_80+,
+# wherever Gluon imports (gluon_forms_here).
+_GLUON_ARCH_FORMS = {"fp8": ("gluon",), "mxfp4": ()}
+
+
+def _offered_forms(kv_format: str, arch: str) -> tuple:
+    triton_forms = _ARCH_FORMS.get(arch, _ARCH_FORMS[""])[kv_format]
+    if not gluon_forms_here(arch):
+        return triton_forms
+    if arch == "gfx950":
+        return _GLUON_ARCH_FORMS[kv_format] + triton_forms
+    return triton_forms + _GLUON_ARCH_FORMS[kv_format]
+
+
+def gluon_forms_here(arch: str) -> bool:
+    """Whether Gluon forms can be offered for a device of `arch`: Gluon imports, the
+    kernels are compiled (not interpreted), and the architecture has a Gluon ARCH."""
+    return GLUON_AVAILABLE and not _INTERPRETED and bool(gluon_arch(arch))
+
+
+def check_gluon_here(arch: str) -> None:
+    """Raises ValueError, saying why, where a Gluon form cannot run (before any launch)."""
+    if not GLUON_AVAILABLE:
+        raise ValueError("the Gluon forms need triton.experimental.gluon with its amd.cdna4 and "
+                         "nvidia.ampere modules, which do not import here")
+    if _INTERPRETED:
+        raise ValueError("Gluon kernels do not run under TRITON_INTERPRET=1 (Gluon asks for a GPU "
+                         "driver); use a Triton form there")
+    if not gluon_arch(arch):
+        raise ValueError(f"the Gluon forms run on gfx950 or NVIDIA sm_80+ GPUs, not on "
+                         f"{arch or 'this device (no GPU)'}")
 
 
 def triton_launch_candidates(kv_format: str, batch: int, max_kv_len: int, num_sms: int,
@@ -157,7 +194,9 @@ def triton_launch_candidates(kv_format: str, batch: int, max_kv_len: int, num_sm
     if form:
         _check_form(kv_format, form)
     batch, max_kv_len, num_sms = max(batch, 1), max(max_kv_len, 1), max(num_sms, 1)
-    forms = (form,) if form else _ARCH_FORMS.get(arch, _ARCH_FORMS[""])[kv_format]
+    if form in _GLUON_FORMS:
+        check_gluon_here(arch)
+    forms = (form,) if form else _offered_forms(kv_format, arch)
     tiles = _FORM_TILES[(kv_format, forms[0])]
     if arch in _FILL_ONCE_ARCHS:
         min_split_tokens = tiles[0][0]
@@ -192,9 +231,12 @@ def _fill_once_splits(batch: int, max_kv_len: int, num_cus: int, min_split_token
 
 def _launch(splits: int, tile: tuple, form: str, arch: str) -> TritonLaunch:
     block_n, num_warps, num_stages, waves_per_eu = tile
+    kernel_arch = gluon_arch(arch) if form in _GLUON_FORMS else ""
+    if kernel_arch == "ampere":
+        num_warps *= 2  # a 64-thread group is two warps there
     return TritonLaunch(splits, block_n, num_warps, num_stages, form=form,
                         waves_per_eu=waves_per_eu if arch.startswith("gfx") else 0,
-                        hw_convert=form in _CONVERT_FORMS and arch == "gfx950")
+                        hw_convert=form in _CONVERT_FORMS and arch == "gfx950", gluon_arch=kernel_arch)
 
 
 def make_triton_scratch(batch: int, launch: TritonLaunch, device) -> TritonScratch:
@@ -268,25 +310,41 @@ def decode_tails(q, kv, kv_scale, kv_format: str, sm_scale: float, scratch, laun
         raise ValueError(f"KV row stride {kv.stride(0)} too large for {launch.block_n}-row tiles "
                          "(the fp8 kernel's in-tile offsets are 32-bit)")
     splits = launch.num_splits
+    last = (launch.num_stages, launch.gluon_arch) if launch.gluon_arch else (_INTERPRETED,)
+    if launch.gluon_arch:
+        _check_gluon_launch(q.device, launch)
     decode = (scratch.part_o, scratch.part_lse, scratch.counters,
               sm_scale * _LOG2E, q.shape[0], kv.shape[0], splits,
               q.stride(0), q.stride(1), kv.stride(0), stride_sr, stride_sc, 16 * 512, 512,
-              form, splits > 1, launch.combine_in_kernel, launch.block_n, _wave_groups(form, launch), _INTERPRETED)
+              form, splits > 1, launch.combine_in_kernel, launch.block_n, _wave_groups(form, launch), *last)
     if splits == 1 or launch.combine_in_kernel:
         return decode, None
     return decode, (scratch.part_o, scratch.part_lse, q.shape[0], splits, 16 * 512, 512,
                     triton.next_power_of_2(splits), _combine_columns(splits))
 
 
+def _check_gluon_launch(device, launch) -> None:
+    # A Gluon launch runs only on the architecture it was built for; "meta" tensors
+    # (bench/compile_target.py compiling for a named target) are not run.
+    if device.type == "meta":
+        return
+    arch = _device_sms_and_arch(device)[1]
+    check_gluon_here(arch)
+    if gluon_arch(arch) != launch.gluon_arch:
+        raise ValueError(f"a Gluon launch built for {launch.gluon_arch} cannot run on {arch}")
+
+
 def _wave_groups(form: str, launch) -> int:
     """The decode kernel's WAVE_GROUPS: num_warps for a wave form (each group at least 16
-    rows, the smallest MFMA side), 1 for the others."""
-    if form not in _WAVE_FORMS:
+    rows, the smallest MFMA side), num_warps / 2 for a Gluon launch on NVIDIA (a group is
+    64 threads), 1 for the others."""
+    if form not in _WAVE_FORMS and launch.form not in _GLUON_FORMS:
         return 1
-    if launch.block_n % launch.num_warps or launch.block_n // launch.num_warps < 16:
-        raise ValueError(f"the form {form} needs block_n a multiple of 16 x num_warps "
+    groups = launch.num_warps // 2 if launch.gluon_arch == "ampere" else launch.num_warps
+    if launch.block_n % groups or launch.block_n // groups < 16 or groups & (groups - 1):
+        raise ValueError(f"the form {form} needs block_n a multiple of 16 x {groups} groups, a power of two "
                          f"(got block_n {launch.block_n}, num_warps {launch.num_warps})")
-    return launch.num_warps
+    return groups
 
 
 def _combine_columns(splits: int) -> int:
@@ -319,10 +377,13 @@ def decode_calls(per_call: tuple, tails: tuple, launch) -> list[KernelCall]:
     if batch <= 0:
         return []
     decode_tail, combine_tail = tails
-    options = dict(num_warps=launch.num_warps, num_stages=launch.num_stages)
+    # A Gluon kernel's ring is its own (num_stages is its STAGES argument); the JIT launches
+    # it with the same kernel[grid](*args, **options) as a Triton kernel.
+    kernel = _mla_decode_gluon_kernel if launch.gluon_arch else _mla_decode_kernel
+    options = dict(num_warps=launch.num_warps, num_stages=1 if launch.gluon_arch else launch.num_stages)
     if launch.waves_per_eu:
         options["waves_per_eu"] = launch.waves_per_eu
-    calls = [KernelCall(_mla_decode_kernel, (launch.num_splits, batch), (*per_call, *decode_tail), options)]
+    calls = [KernelCall(kernel, (launch.num_splits, batch), (*per_call, *decode_tail), options)]
     if combine_tail is not None:
         calls.append(KernelCall(_combine_splits_kernel, _combine_grid(batch, launch.num_splits),
                                 (qo_indptr, out, *combine_tail), dict(num_warps=4, num_stages=1)))
@@ -954,6 +1015,348 @@ def _mla_decode_kernel(
     else:
         _store_rows(out_ptr, q_row, stride_o_tok, stride_o_head, o)
 # ==== end Triton kernels ====
+
+
+# ==== Gluon kernels ====
+# The fp8 decode written in Gluon (triton.experimental.gluon): layouts, shared memory,
+# asynchronous copies and MMAs are explicit, so the KV tiles can go global -> shared
+# memory by the hardware's copy engine into a ring of STAGES buffers while the tile before
+# them is multiplied (Triton's pipeliner cannot hold the next tile in this kernel).
+# One kernel body serves two GPUs, chosen by the constexpr ARCH:
+#   "cdna4" (gfx950, the leaderboard's): cdna4.async_copy.buffer_load_to_shared (a buffer
+#           load with 32-bit offsets straight into LDS) + commit_group / wait_group,
+#           products by cdna4.mfma, fp8 x fp8.
+#   "ampere" (NVIDIA sm_80+, the twin run on the H200): ampere.async_copy
+#           .async_copy_global_to_shared (cp.async) + commit_group / wait_group, products
+#           by ampere.mma_v2, which has no fp8: e4m3 operands are widened to fp16 after
+#           the shared-memory read (exact), so both GPUs multiply the same values.
+# Everything else is shared: split bounds, row clamping, ring indices, the online softmax,
+# the merge of the waves and the split store. The H200 never executes the cdna4 branches
+# of _gluon_copy_tile, _gluon_wait and _gluon_mma, nor _gluon_layouts' cdna4 layouts: those
+# lines are checked only by compiling for gfx950 (bench/compile_target.py).
+# A tile is GROUPS groups of TOKENS rows; group g is read and multiplied by its own waves
+# (the MMA layout puts the group axis on the warps), each keeping its own softmax state,
+# merged once after the loop, as the Triton wave forms do. The MXFP4 kernel reuses these
+# helpers. Gluon does not run under TRITON_INTERPRET (it asks for a GPU driver) nor on a
+# CPU: the host refuses a Gluon launch there (_check_gluon_device) before any launch.
+try:
+    from triton.experimental import gluon
+    from triton.experimental.gluon import language as gl
+    from triton.experimental.gluon.language.amd import cdna4 as gl_cdna4
+    from triton.experimental.gluon.language.nvidia import ampere as gl_ampere
+except ImportError:  # an older Triton: the Gluon forms are not offered
+    gluon = None
+
+GLUON_AVAILABLE = gluon is not None
+GLUON_ARCHS = {"gfx950": "cdna4"}  # device architecture -> the kernel's ARCH; NVIDIA sm_80+ -> "ampere"
+
+
+def gluon_arch(arch: str) -> str:
+    """The Gluon kernel's ARCH for a device architecture ("gfx950", "sm_90"); "" if none."""
+    if arch in GLUON_ARCHS:
+        return GLUON_ARCHS[arch]
+    if arch.startswith("sm_") and arch[3:].isdigit() and int(arch[3:]) >= 80:
+        return "ampere"
+    return ""
+
+
+if GLUON_AVAILABLE:
+    # The layouts, by ARCH. A "group" is 64 threads: one wave64 on gfx950, two warps on
+    # NVIDIA (so the same tile takes 4 warps there and 8 here). The group axis goes to the
+    # warps; a copy moves 16 bytes a thread (what both copy engines move best).
+    @gluon.constexpr_function
+    def _gluon_mma_layout(ARCH, GROUPS):
+        if ARCH == "cdna4":
+            return gl_cdna4.AMDMFMALayout(version=4, instr_shape=[16, 16, 32], transposed=True,
+                                          warps_per_cta=[GROUPS, 1, 1])
+        # A group's two warps split its tokens (scores) and V's columns (output).
+        return gl.NVMMADistributedLayout(version=[2, 0], warps_per_cta=[GROUPS, 1, 2], instr_shape=[1, 16, 8])
+
+    @gluon.constexpr_function
+    def _gluon_copy_layout(ARCH, GROUPS, COLUMNS):
+        # [G, rows, COLUMNS] e4m3, 16 bytes a thread along a row.
+        lanes = COLUMNS // 16
+        if ARCH == "cdna4":
+            return gl.BlockedLayout([1, 1, 16], [1, 64 // lanes, lanes], [GROUPS, 1, 1], [2, 1, 0])
+        return gl.BlockedLayout([1, 1, 16], [1, 32 // lanes, lanes], [GROUPS, 2, 1], [2, 1, 0])
+
+    @gluon.constexpr_function
+    def _gluon_k_width(ARCH):
+        # Operand elements a thread holds together along K: e4m3 for the MFMA, fp16 for mma_v2.
+        return 16 if ARCH == "cdna4" else 2
+
+    @gluon.constexpr_function
+    def _gluon_rows_layout(ARCH, GROUPS):
+        # [16, 512] over all the program's threads, 4 columns a thread (the in-kernel combine).
+        if ARCH == "cdna4":
+            return gl.BlockedLayout([1, 4], [1, 64], [GROUPS, 1], [1, 0])
+        return gl.BlockedLayout([1, 4], [1, 32], [2 * GROUPS, 1], [1, 0])
+
+    @gluon.constexpr_function
+    def _gluon_ring_layout():
+        return gl.SwizzledSharedLayout(1, 1, 1, [2, 1, 0])
+
+    @gluon.jit
+    def _gluon_axis(N: gl.constexpr, AXIS: gl.constexpr, layout: gl.constexpr):
+        # arange(N) along AXIS of a rank-3 `layout`, shaped to broadcast ([N,1,1], [1,N,1], [1,1,N]).
+        if AXIS == 0:
+            x = gl.arange(0, N, layout=gl.SliceLayout(1, gl.SliceLayout(2, layout)))
+            return gl.expand_dims(gl.expand_dims(x, 1), 2)
+        elif AXIS == 1:
+            x = gl.arange(0, N, layout=gl.SliceLayout(0, gl.SliceLayout(2, layout)))
+            return gl.expand_dims(gl.expand_dims(x, 0), 2)
+        else:
+            x = gl.arange(0, N, layout=gl.SliceLayout(0, gl.SliceLayout(1, layout)))
+            return gl.expand_dims(gl.expand_dims(x, 0), 1)
+
+    @gluon.jit
+    def _gluon_split_bounds(kv_indptr_ptr, b, split, kv_rows, num_splits, BLOCK_N: gl.constexpr):
+        # This program's token range [lo, hi), clamped to the buffer whatever kv_indptr
+        # says (as _mla_decode_kernel).
+        seq_end = gl.minimum(gl.maximum(gl.load(kv_indptr_ptr + b + 1), 0), kv_rows)
+        seq_start = gl.minimum(gl.maximum(gl.load(kv_indptr_ptr + b), 0), seq_end)
+        chunk = gl.cdiv(gl.cdiv(seq_end - seq_start, num_splits), BLOCK_N) * BLOCK_N
+        lo = gl.minimum(seq_start + split * chunk, seq_end)
+        return lo, gl.minimum(lo + chunk, seq_end)
+
+    @gluon.jit
+    def _gluon_tile_offsets(start, hi, stride_kv, GROUPS: gl.constexpr, TOKENS: gl.constexpr,
+                            COLUMNS: gl.constexpr, layout: gl.constexpr):
+        # Offsets (int32, from row `start`) of a [G, T, COLUMNS] tile, group g owning rows
+        # g*T .. g*T+T-1. Rows at or past hi repeat row hi - 1 (their scores become -inf),
+        # so no copy addresses a row outside [start, hi). A tile wholly past hi (the ring's
+        # prefetch beyond the split) is masked off: nothing is read. Offsets stay under
+        # BLOCK_N x stride, which the host checks fits 32 bits.
+        rows = _gluon_axis(GROUPS, 0, layout) * TOKENS + _gluon_axis(TOKENS, 1, layout)
+        offsets = gl.minimum(rows, hi - 1 - start) * stride_kv + _gluon_axis(COLUMNS, 2, layout)
+        return offsets, rows < gl.where(start < hi, GROUPS * TOKENS, 0)
+
+    @gluon.jit
+    def _gluon_copy_tile(nope_dst, rope_dst, kv_ptr, start, hi, stride_kv, ARCH: gl.constexpr,
+                         GROUPS: gl.constexpr, TOKENS: gl.constexpr, NOPE_COPY: gl.constexpr,
+                         ROPE_COPY: gl.constexpr):
+        # Issue the asynchronous copy of the tile at `start` (its 512 + 64 columns) into
+        # one ring stage, and commit it as one group.
+        base = kv_ptr + start.to(gl.int64) * stride_kv
+        nope_offsets, nope_ok = _gluon_tile_offsets(start, hi, stride_kv, GROUPS, TOKENS, 512, NOPE_COPY)
+        rope_offsets, rope_ok = _gluon_tile_offsets(start, hi, stride_kv, GROUPS, TOKENS, 64, ROPE_COPY)
+        rope_offsets = rope_offsets + 512
+        if ARCH == "cdna4":
+            # Buffer loads: 32-bit offsets from a scalar base; masked lanes are dropped by
+            # the hardware's range check.
+            gl_cdna4.async_copy.buffer_load_to_shared(nope_dst, base, nope_offsets, mask=nope_ok)
+            gl_cdna4.async_copy.buffer_load_to_shared(rope_dst, base, rope_offsets, mask=rope_ok)
+            gl_cdna4.async_copy.commit_group()
+        else:
+            gl_ampere.async_copy.async_copy_global_to_shared(nope_dst, base + nope_offsets, mask=nope_ok)
+            gl_ampere.async_copy.async_copy_global_to_shared(rope_dst, base + rope_offsets, mask=rope_ok)
+            gl_ampere.async_copy.commit_group()
+
+    @gluon.jit
+    def _gluon_wait(PENDING: gl.constexpr, ARCH: gl.constexpr):
+        # Wait until at most PENDING committed copy groups are still in flight.
+        if ARCH == "cdna4":
+            gl_cdna4.async_copy.wait_group(PENDING)
+        else:
+            gl_ampere.async_copy.wait_group(PENDING)
+
+    @gluon.jit
+    def _gluon_mma(a, b, acc, ARCH: gl.constexpr):
+        # acc + a @ b over e4m3 operands (batched over the group axis).
+        if ARCH == "cdna4":
+            return gl_cdna4.mfma(a, b, acc)
+        else:
+            return gl_ampere.mma_v2(a.to(gl.float16), b.to(gl.float16), acc)
+
+    @gluon.jit
+    def _gluon_to_e4m3(x):
+        # fp32 (|x| < 448) to e4m3fn, rounding to nearest even (compiled: no emulation).
+        return x.to(gl.float8e4nv)
+
+    @gluon.jit
+    def _gluon_q_operands(q_ptr, q_row, stride_q_tok, stride_q_head, GROUPS: gl.constexpr, MMA: gl.constexpr,
+                          NOPE_COPY: gl.constexpr, ROPE_COPY: gl.constexpr, K_WIDTH: gl.constexpr):
+        # Q in e4m3 with a power-of-two scale per head (as _attend_fp8_e4m3_waves), as the
+        # scores' left operand for every group ([G, 16, 512] and [G, 16, 64]; each wave
+        # loads its own copy), and the inverse scale per head [G, 16] (MMA's row slice).
+        heads = _gluon_axis(16, 1, NOPE_COPY)
+        zero_groups = _gluon_axis(GROUPS, 0, NOPE_COPY) * 0
+        q_base = q_ptr + q_row.to(gl.int64) * stride_q_tok
+        qn = gl.load(q_base + zero_groups + heads * stride_q_head + _gluon_axis(512, 2, NOPE_COPY)).to(gl.float32)
+        rope_heads = _gluon_axis(16, 1, ROPE_COPY) * stride_q_head + _gluon_axis(GROUPS, 0, ROPE_COPY) * 0
+        qp = gl.load(q_base + rope_heads + 512 + _gluon_axis(64, 2, ROPE_COPY)).to(gl.float32)
+        amax = gl.maximum(gl.max(gl.abs(qn), 2), gl.convert_layout(gl.max(gl.abs(qp), 2),
+                                                                    gl.SliceLayout(2, NOPE_COPY)))
+        amax_exponent = (amax.to(gl.int32, bitcast=True) >> 23) & 0xFF
+        scale_bits = gl.minimum(gl.maximum(261 - amax_exponent, 1), 253)
+        q_scale = gl.expand_dims((scale_bits << 23).to(gl.float32, bitcast=True), 2)
+        q_inverse = ((254 - scale_bits) << 23).to(gl.float32, bitcast=True)
+        q_nope = gl.convert_layout(_gluon_to_e4m3(qn * q_scale), gl.DotOperandLayout(0, MMA, K_WIDTH))
+        rope_scale = gl.convert_layout(q_scale, ROPE_COPY)
+        q_rope = gl.convert_layout(_gluon_to_e4m3(qp * rope_scale), gl.DotOperandLayout(0, MMA, K_WIDTH))
+        return q_nope, q_rope, gl.convert_layout(q_inverse, gl.SliceLayout(2, MMA))
+
+    @gluon.jit
+    def _gluon_scores(q_nope, q_rope, k_nope, k_rope, ARCH: gl.constexpr, MMA: gl.constexpr, K_WIDTH: gl.constexpr):
+        # [G, 16, T] = Q . K^T for each group, K's two parts read from one ring stage
+        # ([G, T, 512] and [G, T, 64] in shared memory, read transposed).
+        GROUPS: gl.constexpr = k_nope.shape[0]
+        TOKENS: gl.constexpr = k_nope.shape[1]
+        s = gl.zeros([GROUPS, 16, TOKENS], gl.float32, MMA)
+        s = _gluon_mma(q_nope, k_nope.permute((0, 2, 1)).load(gl.DotOperandLayout(1, MMA, K_WIDTH)), s, ARCH)
+        return _gluon_mma(q_rope, k_rope.permute((0, 2, 1)).load(gl.DotOperandLayout(1, MMA, K_WIDTH)), s, ARCH)
+
+    @gluon.jit
+    def _gluon_row_ok(start, hi, GROUPS: gl.constexpr, TOKENS: gl.constexpr, MMA: gl.constexpr):
+        # [G, 1, T]: whether each row of the tile at `start` is before hi.
+        rows = _gluon_axis(GROUPS, 0, MMA) * TOKENS + _gluon_axis(TOKENS, 2, MMA)
+        return rows < hi - start
+
+    @gluon.jit
+    def _gluon_softmax_step(s, m_i, l_i):
+        # The online softmax per (group, head): s [G, 16, T] (log2 domain, -inf where
+        # masked). A group with no valid row yet keeps max -inf, subtracted as 0, so its
+        # probabilities and factor are 0 (as _group_softmax_step).
+        m_new = gl.maximum(m_i, gl.max(s, 2))
+        m_safe = gl.where(m_new == float("-inf"), 0.0, m_new)
+        alpha = gl.exp2(m_i - m_safe)
+        p = gl.exp2(s - gl.expand_dims(m_safe, 2))
+        return p, alpha, m_new, l_i * alpha + gl.sum(p, 2)
+
+    @gluon.jit
+    def _gluon_merge_waves(acc, m_i, l_i, ROWS: gl.constexpr):
+        # The groups' states (acc [G, 16, C], m_i, l_i [G, 16]) -> one unnormalized
+        # (acc [16, C], m [16], l [16]) by log-sum-exp, once after the loop, laid out as
+        # ROWS (acc) and its row slice (m, l).
+        m = gl.max(m_i, 0)
+        w = gl.exp2(m_i - gl.expand_dims(gl.where(m == float("-inf"), 0.0, m), 0))
+        acc = gl.convert_layout(gl.sum(acc * gl.expand_dims(w, 2), 0), ROWS)
+        heads: gl.constexpr = gl.SliceLayout(1, ROWS)
+        return acc, gl.convert_layout(m, heads), gl.convert_layout(gl.sum(l_i * w, 0), heads)
+
+    @gluon.jit
+    def _gluon_store_rows(ptr, row, stride_tok, stride_head, o):
+        # o [16, 512] to ptr[row, head, col], in o's own layout.
+        heads = gl.arange(0, 16, layout=gl.SliceLayout(1, o.type.layout))
+        cols = gl.arange(0, 512, layout=gl.SliceLayout(0, o.type.layout))
+        offsets = gl.expand_dims(heads, 1) * stride_head + gl.expand_dims(cols, 0)
+        gl.store(ptr + row.to(gl.int64) * stride_tok + offsets, o.to(ptr.dtype.element_ty))
+
+    @gluon.jit
+    def _gluon_combine_splits_in_program(part_o_ptr, part_lse_ptr, b, num_splits, layout: gl.constexpr):
+        # The merge of _combine_splits_in_program: one program, all heads and columns, a
+        # split at a time; .cg loads bypass L1 (other CUs wrote the partials).
+        heads = gl.arange(0, 16, layout=gl.SliceLayout(1, layout))
+        cols = gl.arange(0, 512, layout=gl.SliceLayout(0, layout))
+        lse_base = part_lse_ptr + b.to(gl.int64) * num_splits * 16 + heads
+        o_base = (part_o_ptr + b.to(gl.int64) * num_splits * 16 * 512 + gl.expand_dims(heads, 1) * 512
+                  + gl.expand_dims(cols, 0))
+        lse_max = gl.full([16], float("-inf"), gl.float32, gl.SliceLayout(1, layout))
+        for s in range(num_splits):
+            lse_max = gl.maximum(lse_max, gl.load(lse_base + s * 16, cache_modifier=".cg"))
+        lse_max = gl.where(lse_max == float("-inf"), 0.0, lse_max)
+        acc = gl.zeros([16, 512], gl.float32, layout)
+        w_sum = gl.zeros([16], gl.float32, gl.SliceLayout(1, layout))
+        for s in range(num_splits):
+            w = gl.exp2(gl.load(lse_base + s * 16, cache_modifier=".cg") - lse_max)
+            acc += gl.expand_dims(w, 1) * gl.load(o_base + s * 16 * 512, cache_modifier=".cg")
+            w_sum += w
+        return acc / gl.expand_dims(gl.where(w_sum > 0, w_sum, 1.0), 1)
+
+    @gluon.jit
+    def _gluon_finish(acc, m_i, l_i, b, split, q_row, out_ptr, part_o_ptr, part_lse_ptr, counters_ptr,
+                      num_splits, stride_o_tok, stride_o_head, SPLIT: gl.constexpr,
+                      COMBINE_IN_KERNEL: gl.constexpr, COMBINE_LAYOUT: gl.constexpr):
+        # The merged state -> the output row (one split), or the split's normalized
+        # partial and log2-sum-exp in the scratch layout _combine_splits_kernel reads, and
+        # with COMBINE_IN_KERNEL the merge by the last split to finish (as _mla_decode_kernel).
+        o = acc * gl.expand_dims(1.0 / gl.where(l_i > 0, l_i, 1.0), 1)
+        if SPLIT:
+            part = b.to(gl.int64) * num_splits + split
+            lse = gl.where(l_i > 0, m_i + gl.log2(l_i), float("-inf"))
+            gl.store(part_lse_ptr + part * 16 + gl.arange(0, 16, layout=l_i.type.layout), lse)
+            _gluon_store_rows(part_o_ptr, part, 16 * 512, 512, o)
+            if COMBINE_IN_KERNEL:
+                gl.thread_barrier()
+                done = gl.atomic_add(counters_ptr + b, 1, sem="acq_rel", scope="gpu")
+                if done == num_splits - 1:
+                    o = _gluon_combine_splits_in_program(part_o_ptr, part_lse_ptr, b, num_splits, COMBINE_LAYOUT)
+                    _gluon_store_rows(out_ptr, q_row, stride_o_tok, stride_o_head, o)
+                    gl.store(counters_ptr + b, 0)
+        else:
+            _gluon_store_rows(out_ptr, q_row, stride_o_tok, stride_o_head, o)
+
+    @gluon.jit
+    def _gluon_attend_fp8(q_ptr, q_row, stride_q_tok, stride_q_head, kv_ptr, kv_scale_ptr, lo, hi, qk_scale,
+                          stride_kv, BLOCK_N: gl.constexpr, GROUPS: gl.constexpr, STAGES: gl.constexpr,
+                          ARCH: gl.constexpr):
+        # fp8 x fp8 attention of the 16 heads over rows lo..hi-1, each group of waves over
+        # its own TOKENS rows of every tile (the numerics of _attend_fp8_e4m3_waves):
+        # returns the groups' unnormalized (acc [G, 16, 512], m, l [G, 16]) scaled back.
+        # The ring: tile i lives in stage i % STAGES; the copies of tile i + STAGES - 1 are
+        # issued before tile i is multiplied, so STAGES - 1 tiles are in flight during
+        # every product.
+        TOKENS: gl.constexpr = BLOCK_N // GROUPS
+        MMA: gl.constexpr = _gluon_mma_layout(ARCH, GROUPS)
+        NOPE_COPY: gl.constexpr = _gluon_copy_layout(ARCH, GROUPS, 512)
+        ROPE_COPY: gl.constexpr = _gluon_copy_layout(ARCH, GROUPS, 64)
+        K_WIDTH: gl.constexpr = _gluon_k_width(ARCH)
+        RING: gl.constexpr = _gluon_ring_layout()
+        # Q first: its layout conversion's shared scratch is then free before the ring's.
+        q_nope, q_rope, q_inverse = _gluon_q_operands(q_ptr, q_row, stride_q_tok, stride_q_head, GROUPS, MMA,
+                                                      NOPE_COPY, ROPE_COPY, K_WIDTH)
+        nope_ring = gl.allocate_shared_memory(kv_ptr.dtype.element_ty, [STAGES, GROUPS, TOKENS, 512], RING)
+        rope_ring = gl.allocate_shared_memory(kv_ptr.dtype.element_ty, [STAGES, GROUPS, TOKENS, 64], RING)
+        for stage in gl.static_range(STAGES - 1):
+            _gluon_copy_tile(nope_ring.index(stage), rope_ring.index(stage), kv_ptr, lo + stage * BLOCK_N, hi,
+                             stride_kv, ARCH, GROUPS, TOKENS, NOPE_COPY, ROPE_COPY)
+        kv_scale = gl.load(kv_scale_ptr)
+        score_scale = gl.expand_dims(q_inverse * (qk_scale * kv_scale), 2)
+        m_i = gl.full([GROUPS, 16], float("-inf"), gl.float32, gl.SliceLayout(2, MMA))
+        l_i = gl.zeros([GROUPS, 16], gl.float32, gl.SliceLayout(2, MMA))
+        acc = gl.zeros([GROUPS, 16, 512], gl.float32, MMA)
+        tile = 0
+        for start in range(lo, hi, BLOCK_N):
+            ahead = (tile + STAGES - 1) % STAGES
+            _gluon_copy_tile(nope_ring.index(ahead), rope_ring.index(ahead), kv_ptr,
+                             start + (STAGES - 1) * BLOCK_N, hi, stride_kv, ARCH, GROUPS, TOKENS, NOPE_COPY, ROPE_COPY)
+            _gluon_wait(STAGES - 1, ARCH)
+            k_nope = nope_ring.index(tile % STAGES)
+            s = _gluon_scores(q_nope, q_rope, k_nope, rope_ring.index(tile % STAGES), ARCH, MMA, K_WIDTH)
+            s = gl.where(_gluon_row_ok(start, hi, GROUPS, TOKENS, MMA), s * score_scale, float("-inf"))
+            p, alpha, m_i, l_i = _gluon_softmax_step(s, m_i, l_i)
+            # P * 2^8 in e4m3 (P <= 1: keeps small probabilities out of the subnormals);
+            # the factor comes off the output at the end. V is the tile's first 512 columns.
+            p = gl.convert_layout(_gluon_to_e4m3(p * 256.0), gl.DotOperandLayout(0, MMA, K_WIDTH))
+            v = k_nope.load(gl.DotOperandLayout(1, MMA, K_WIDTH))
+            acc = _gluon_mma(p, v, acc * gl.expand_dims(alpha, 2), ARCH)
+            tile += 1
+        _gluon_wait(0, ARCH)  # no copy outlives the program
+        return acc * (kv_scale * 0.00390625), m_i, l_i
+
+    @gluon.jit(do_not_specialize=["total_q", "kv_rows", "num_splits"])
+    def _mla_decode_gluon_kernel(
+        q_ptr, kv_ptr, kv_scale_ptr, qo_indptr_ptr, kv_indptr_ptr, out_ptr,
+        part_o_ptr, part_lse_ptr, counters_ptr,
+        qk_scale, total_q, kv_rows, num_splits,
+        stride_q_tok, stride_q_head, stride_kv, stride_sr, stride_sc, stride_o_tok, stride_o_head,
+        KV_FORM: gl.constexpr, SPLIT: gl.constexpr, COMBINE_IN_KERNEL: gl.constexpr, BLOCK_N: gl.constexpr,
+        WAVE_GROUPS: gl.constexpr, STAGES: gl.constexpr, ARCH: gl.constexpr,
+    ):
+        # The Gluon twin of _mla_decode_kernel: the same arguments (STAGES and ARCH in
+        # place of EMULATE), grid, bounds and scratch layout.
+        split = gl.program_id(0)
+        b = gl.program_id(1)
+        lo, hi = _gluon_split_bounds(kv_indptr_ptr, b, split, kv_rows, num_splits, BLOCK_N)
+        q_row = gl.minimum(gl.maximum(gl.load(qo_indptr_ptr + b), 0), total_q - 1)
+        gl.static_assert(KV_FORM == "fp8_gluon")
+        acc, m_i, l_i = _gluon_attend_fp8(q_ptr, q_row, stride_q_tok, stride_q_head, kv_ptr, kv_scale_ptr, lo, hi,
+                                          qk_scale, stride_kv, BLOCK_N, WAVE_GROUPS, STAGES, ARCH)
+        ROWS: gl.constexpr = _gluon_rows_layout(ARCH, WAVE_GROUPS)
+        acc, m, l = _gluon_merge_waves(acc, m_i, l_i, ROWS)
+        _gluon_finish(acc, m, l, b, split, q_row, out_ptr, part_o_ptr, part_lse_ptr, counters_ptr, num_splits,
+                      stride_o_tok, stride_o_head, SPLIT, COMBINE_IN_KERNEL, ROWS)
+# ==== end Gluon kernels ====
 
 
 # =====================================================================================
