@@ -99,7 +99,7 @@ def word_dot_loop_kernel(a_ptr, b_ptr, out_ptr, n_tiles, BLOCK_N: tl.constexpr, 
 
 
 @gluon.jit
-def gluon_ring_kernel(a_ptr, b_ptr, out_ptr, n_tiles, K: gl.constexpr, BLOCK_N: gl.constexpr):
+def gluon_ring_kernel(a_ptr, b_ptr, out_ptr, n_tiles, K: gl.constexpr, BLOCK_N: gl.constexpr, RELAXED: gl.constexpr):
     # out (16 x BLOCK_N) = sum over tiles t of A_t (16 x K) . B_t (K x BLOCK_N) in fp16, one wave: each
     # tile goes global -> LDS by buffer_load_to_shared into a ring of two stages; the next
     # tile's copies (the last tile's again at the end: no predicate) are issued and
@@ -124,8 +124,15 @@ def gluon_ring_kernel(a_ptr, b_ptr, out_ptr, n_tiles, K: gl.constexpr, BLOCK_N: 
         cdna4.async_copy.buffer_load_to_shared(b_ring.index((t + 1) % 2), b_ptr, b_offs + following * K * BLOCK_N)
         cdna4.async_copy.commit_group()
         cdna4.async_copy.wait_group(1)
-        a = cdna4.async_copy.load_shared_relaxed(a_ring.index(t % 2), gl.DotOperandLayout(0, mfma, 8))
-        b = cdna4.async_copy.load_shared_relaxed(b_ring.index(t % 2), gl.DotOperandLayout(1, mfma, 8))
+        if RELAXED:
+            # the reads marked as ordered by wait_group alone
+            a = cdna4.async_copy.load_shared_relaxed(a_ring.index(t % 2), gl.DotOperandLayout(0, mfma, 8))
+            b = cdna4.async_copy.load_shared_relaxed(b_ring.index(t % 2), gl.DotOperandLayout(1, mfma, 8))
+        else:
+            # plain reads: LLVM orders them after every LDS-destination load still in flight
+            # (the next tile's copies might write what they read): s_waitcnt vmcnt(0)
+            a = a_ring.index(t % 2).load(gl.DotOperandLayout(0, mfma, 8))
+            b = b_ring.index(t % 2).load(gl.DotOperandLayout(1, mfma, 8))
         acc = cdna4.mfma(a, b, acc)
     cdna4.async_copy.wait_group(0)
     out_layout: gl.constexpr = gl.BlockedLayout([1, 4], [16, 4], [1, 1], [1, 0])
@@ -165,8 +172,13 @@ CASES = {
     # Gluon, 1 wave; K = 64: per tile 2 + 2 buffer_load_dwordx4 ... lds (A, B: 2 KiB each),
     # two v_mfma_f32_16x16x32_f16
     "gluon_ring": KernelCall(gluon_ring_kernel, (1,),
-                             (_meta(torch.float16), _meta(torch.float16), _meta(torch.float32), 4, 64, 16),
+                             (_meta(torch.float16), _meta(torch.float16), _meta(torch.float32), 4, 64, 16, True),
                              dict(num_warps=1)),
+    # as "gluon_ring" with plain shared-memory reads: nothing stays in flight at the MFMAs
+    "gluon_ring_plain_reads": KernelCall(gluon_ring_kernel, (1,),
+                                         (_meta(torch.float16), _meta(torch.float16), _meta(torch.float32), 4, 64,
+                                          16, False),
+                                         dict(num_warps=1)),
     # as "f16", B read as words through a pointer cast: global_load
     "pointer_cast": KernelCall(word_dot_loop_kernel, (1,),
                                (_meta(torch.float16), _meta(torch.float16), _meta(torch.float32), 4, 16, 64),
