@@ -96,11 +96,18 @@ forms)
     step "done"
     ;;
 gluon)
-    # The fp8 Gluon form (its NVIDIA twin here): forced through eval.py leaderboard mode;
-    # every Gluon launch candidate verified and timed by the autopick on the 8 benchmark
-    # shapes (MLA_DEBUG prints each candidate's time and error); the automatic choice with
-    # the Gluon form among its candidates, and its leaderboard run; the GPU robustness
-    # cases of the forced form; its GPU tests.
+    # The fp8 Gluon form (its NVIDIA twin here): its GPU tests first (nothing else runs if
+    # they fail); forced through eval.py leaderboard mode; every Gluon launch candidate
+    # verified and timed by the autopick on the 8 benchmark shapes (MLA_DEBUG prints each
+    # candidate's time and error); the automatic choice with the Gluon form among its
+    # candidates; the GPU robustness cases of the forced form; the automatic choice in
+    # leaderboard mode.
+    step "pytest tests/test_gluon_kernels.py"
+    if ! timeout 150 python3 -m pytest -q -x tests/test_gluon_kernels.py > "$out/pytest_gluon.log" 2>&1; then
+        tail -n 40 "$out/pytest_gluon.log"
+        exit 1
+    fi
+    tail -n 3 "$out/pytest_gluon.log"
     protocol leaderboard /tmp/benchmarks.txt leaderboard_triton_fp8_gluon MLA_ROUTE=triton_fp8:gluon
     step "MLA_DEBUG=1 MLA_ROUTE=triton_fp8:gluon eval.py benchmark"
     MLA_DEBUG=1 MLA_ROUTE=triton_fp8:gluon timeout 150 python3 eval.py benchmark > "$out/debug_benchmark_gluon.log" 2>&1 \
@@ -111,9 +118,6 @@ gluon)
     timeout 150 python3 bench/robustness_gpu.py --out "$out" --routes triton_fp8:gluon > "$out/robustness.log" 2>&1 \
         || status=1
     tail -n 8 "$out/robustness.log"
-    step "pytest tests/test_gluon_kernels.py"
-    timeout 150 python3 -m pytest -q tests/test_gluon_kernels.py > "$out/pytest_gluon.log" 2>&1 || status=1
-    tail -n 3 "$out/pytest_gluon.log"
     protocol leaderboard /tmp/benchmarks.txt leaderboard_auto
     step "done"
     ;;
