@@ -125,7 +125,7 @@ _FORM_TILES = {
     ("mxfp4", "waves"): [(128, 4, 1, 2)],
     # Gluon forms: num_stages is the ring's depth; num_warps counts 64-thread groups (a
     # gfx950 wave), so NVIDIA launches twice as many warps (_launch).
-    ("fp8", "gluon"): [(128, 4, 2, 0)],
+    ("fp8", "gluon"): [(128, 4, 2, 2)],
 }
 _GLUON_FORMS = {"gluon"}
 _IDLE_SM_FORMS = {("fp8", "f16"), ("mxfp4", "bf16")}
@@ -280,7 +280,21 @@ def triton_kv_operands(kv_data, kv_format: str, launch) -> tuple:
     """(KV buffer, its scale or scales) as the decode kernel takes them for kv_format."""
     if kv_format == "mxfp4":
         return _mxfp4_operands(*kv_data["mxfp4"], launch)
+    if launch.form in _GLUON_FORMS:
+        _check_gluon_rows(kv_data["fp8"][0], launch.form)
     return tuple(kv_data["fp8"])
+
+
+def _check_gluon_rows(kv, form: str) -> None:
+    # The Gluon forms copy 16 bytes of a row at a time and always read some row (checked
+    # on every call: a plan's later inputs may sit elsewhere).
+    if kv.dtype != torch.float8_e4m3fn:
+        raise ValueError(f"the fp8 form {form} reads e4m3fn (OCP) bytes, not {kv.dtype}")
+    if kv.data_ptr() % 16 or kv.stride(0) % 16 or kv.stride(-1) != 1:
+        raise ValueError(f"the fp8 form {form} needs 16-byte aligned rows, contiguous "
+                         f"(address {kv.data_ptr():#x}, row stride {kv.stride(0)})")
+    if kv.shape[0] == 0:
+        raise ValueError(f"the fp8 form {form} needs a KV buffer of at least one row")
 
 
 def _check_form(kv_format: str, form: str) -> None:
@@ -1066,6 +1080,7 @@ if GLUON_AVAILABLE:
     # warps; a copy moves 16 bytes a thread (what both copy engines move best).
     @gluon.constexpr_function
     def _gluon_mma_layout(ARCH, GROUPS):
+        # gfx950: fp8 16x16x32 MFMA (its 16x16x128 form takes no batch dimension).
         if ARCH == "cdna4":
             return gl_cdna4.AMDMFMALayout(version=4, instr_shape=[16, 16, 32], transposed=True,
                                           warps_per_cta=[GROUPS, 1, 1])
@@ -1082,8 +1097,16 @@ if GLUON_AVAILABLE:
 
     @gluon.constexpr_function
     def _gluon_k_width(ARCH):
-        # Operand elements a thread holds together along K: e4m3 for the MFMA, fp16 for mma_v2.
+        # Operand elements a thread holds together along K for Q.K^T: e4m3 for the MFMA,
+        # fp16 for mma_v2.
         return 16 if ARCH == "cdna4" else 2
+
+    @gluon.constexpr_function
+    def _gluon_p_k_width(ARCH):
+        # The same for P.V. On gfx950, 4: a lane of the scores' (transposed) MFMA layout
+        # holds 4 consecutive tokens of each 16-token block, exactly what a P operand of
+        # k_width 4 holds, so P goes from scores to operand without passing through LDS.
+        return 4 if ARCH == "cdna4" else 2
 
     @gluon.constexpr_function
     def _gluon_rows_layout(ARCH, GROUPS):
@@ -1120,36 +1143,39 @@ if GLUON_AVAILABLE:
         return lo, gl.minimum(lo + chunk, seq_end)
 
     @gluon.jit
-    def _gluon_tile_offsets(start, hi, stride_kv, GROUPS: gl.constexpr, TOKENS: gl.constexpr,
-                            COLUMNS: gl.constexpr, layout: gl.constexpr):
-        # Offsets (int32, from row `start`) of a [G, T, COLUMNS] tile, group g owning rows
-        # g*T .. g*T+T-1. Rows at or past hi repeat row hi - 1 (their scores become -inf),
-        # so no copy addresses a row outside [start, hi). A tile wholly past hi (the ring's
-        # prefetch beyond the split) is masked off: nothing is read. Offsets stay under
-        # BLOCK_N x stride, which the host checks fits 32 bits.
-        rows = _gluon_axis(GROUPS, 0, layout) * TOKENS + _gluon_axis(TOKENS, 1, layout)
-        offsets = gl.minimum(rows, hi - 1 - start) * stride_kv + _gluon_axis(COLUMNS, 2, layout)
-        return offsets, rows < gl.where(start < hi, GROUPS * TOKENS, 0)
+    def _gluon_row_offsets(stride_kv, GROUPS: gl.constexpr, TOKENS: gl.constexpr, layout: gl.constexpr):
+        # [G, T, 1]: each row's offset (int32 elements) from a tile's first row, group g
+        # owning rows g*T .. g*T+T-1. The same for every tile: computed once, before the loop.
+        return (_gluon_axis(GROUPS, 0, layout) * TOKENS + _gluon_axis(TOKENS, 1, layout)) * stride_kv
 
     @gluon.jit
-    def _gluon_copy_tile(nope_dst, rope_dst, kv_ptr, start, hi, stride_kv, ARCH: gl.constexpr,
-                         GROUPS: gl.constexpr, TOKENS: gl.constexpr, NOPE_COPY: gl.constexpr,
-                         ROPE_COPY: gl.constexpr):
-        # Issue the asynchronous copy of the tile at `start` (its 512 + 64 columns) into
-        # one ring stage, and commit it as one group.
-        base = kv_ptr + start.to(gl.int64) * stride_kv
-        nope_offsets, nope_ok = _gluon_tile_offsets(start, hi, stride_kv, GROUPS, TOKENS, 512, NOPE_COPY)
-        rope_offsets, rope_ok = _gluon_tile_offsets(start, hi, stride_kv, GROUPS, TOKENS, 64, ROPE_COPY)
-        rope_offsets = rope_offsets + 512
+    def _gluon_copy_tile(nope_dst, rope_dst, kv_ptr, start, hi, stride_kv, nope_rows, rope_rows,
+                         ARCH: gl.constexpr):
+        NOPE_COPY: gl.constexpr = nope_rows.type.layout
+        ROPE_COPY: gl.constexpr = rope_rows.type.layout
+        # Issue the asynchronous copy of the tile at `start` (its 512 + 64 columns; row
+        # offsets from _gluon_row_offsets) into one ring stage, and commit it as one group.
+        # Rows at or past hi repeat row hi - 1 (their scores become -inf), so no copy
+        # leaves the rows [start, hi). A tile wholly past hi (the ring's prefetch beyond
+        # the split) reads row hi - 1 (row 0 for an empty split at the buffer's start; the
+        # host refuses an empty KV buffer). Offsets stay under BLOCK_N x stride, which the
+        # host checks fits 32 bits.
+        first = gl.maximum(gl.minimum(start, hi - 1), 0)
+        base = kv_ptr + first.to(gl.int64) * stride_kv
+        last_row = gl.maximum(hi - 1 - first, 0) * stride_kv
+        nope = gl.minimum(nope_rows, last_row) + _gluon_axis(512, 2, NOPE_COPY)
+        rope = gl.minimum(rope_rows, last_row) + 512 + _gluon_axis(64, 2, ROPE_COPY)
         if ARCH == "cdna4":
-            # Buffer loads: 32-bit offsets from a scalar base; masked lanes are dropped by
-            # the hardware's range check.
-            gl_cdna4.async_copy.buffer_load_to_shared(nope_dst, base, nope_offsets, mask=nope_ok)
-            gl_cdna4.async_copy.buffer_load_to_shared(rope_dst, base, rope_offsets, mask=rope_ok)
+            # Buffer loads: 32-bit offsets from a scalar base, straight into LDS (the
+            # hardware's range check would drop a lane outside the buffer).
+            gl_cdna4.async_copy.buffer_load_to_shared(nope_dst, base, nope)
+            gl_cdna4.async_copy.buffer_load_to_shared(rope_dst, base, rope)
+        else:
+            gl_ampere.async_copy.async_copy_global_to_shared(nope_dst, base + nope)
+            gl_ampere.async_copy.async_copy_global_to_shared(rope_dst, base + rope)
+        if ARCH == "cdna4":
             gl_cdna4.async_copy.commit_group()
         else:
-            gl_ampere.async_copy.async_copy_global_to_shared(nope_dst, base + nope_offsets, mask=nope_ok)
-            gl_ampere.async_copy.async_copy_global_to_shared(rope_dst, base + rope_offsets, mask=rope_ok)
             gl_ampere.async_copy.commit_group()
 
     @gluon.jit
@@ -1159,6 +1185,16 @@ if GLUON_AVAILABLE:
             gl_cdna4.async_copy.wait_group(PENDING)
         else:
             gl_ampere.async_copy.wait_group(PENDING)
+
+    @gluon.jit
+    def _gluon_read_stage(stage, layout: gl.constexpr, ARCH: gl.constexpr):
+        # A ring stage (or a view of one) into registers. On gfx950 the read is marked as
+        # ordered by the wait_group before it, so the compiler does not also wait for the
+        # copies still in flight into the other stages (s_waitcnt vmcnt(0)).
+        if ARCH == "cdna4":
+            return gl_cdna4.async_copy.load_shared_relaxed(stage, layout)
+        else:
+            return stage.load(layout)
 
     @gluon.jit
     def _gluon_mma(a, b, acc, ARCH: gl.constexpr):
@@ -1174,8 +1210,9 @@ if GLUON_AVAILABLE:
         return x.to(gl.float8e4nv)
 
     @gluon.jit
-    def _gluon_q_operands(q_ptr, q_row, stride_q_tok, stride_q_head, GROUPS: gl.constexpr, MMA: gl.constexpr,
-                          NOPE_COPY: gl.constexpr, ROPE_COPY: gl.constexpr, K_WIDTH: gl.constexpr):
+    def _gluon_q_operands(q_ptr, q_row, stride_q_tok, stride_q_head, GROUPS: gl.constexpr, NOPE_COPY: gl.constexpr,
+                          ROPE_COPY: gl.constexpr, NOPE_OPERAND: gl.constexpr, ROPE_OPERAND: gl.constexpr,
+                          HEADS: gl.constexpr):
         # Q in e4m3 with a power-of-two scale per head (as _attend_fp8_e4m3_waves), as the
         # scores' left operand for every group ([G, 16, 512] and [G, 16, 64]; each wave
         # loads its own copy), and the inverse scale per head [G, 16] (MMA's row slice).
@@ -1191,20 +1228,21 @@ if GLUON_AVAILABLE:
         scale_bits = gl.minimum(gl.maximum(261 - amax_exponent, 1), 253)
         q_scale = gl.expand_dims((scale_bits << 23).to(gl.float32, bitcast=True), 2)
         q_inverse = ((254 - scale_bits) << 23).to(gl.float32, bitcast=True)
-        q_nope = gl.convert_layout(_gluon_to_e4m3(qn * q_scale), gl.DotOperandLayout(0, MMA, K_WIDTH))
-        rope_scale = gl.convert_layout(q_scale, ROPE_COPY)
-        q_rope = gl.convert_layout(_gluon_to_e4m3(qp * rope_scale), gl.DotOperandLayout(0, MMA, K_WIDTH))
-        return q_nope, q_rope, gl.convert_layout(q_inverse, gl.SliceLayout(2, MMA))
+        q_nope = gl.convert_layout(_gluon_to_e4m3(qn * q_scale), NOPE_OPERAND)
+        q_rope = gl.convert_layout(_gluon_to_e4m3(qp * gl.convert_layout(q_scale, ROPE_COPY)), ROPE_OPERAND)
+        return q_nope, q_rope, gl.convert_layout(q_inverse, HEADS)
 
     @gluon.jit
-    def _gluon_scores(q_nope, q_rope, k_nope, k_rope, ARCH: gl.constexpr, MMA: gl.constexpr, K_WIDTH: gl.constexpr):
-        # [G, 16, T] = Q . K^T for each group, K's two parts read from one ring stage
-        # ([G, T, 512] and [G, T, 64] in shared memory, read transposed).
+    def _gluon_scores(q_nope, q_rope, k_nope, k_rope, ARCH: gl.constexpr, MMA: gl.constexpr,
+                      K_WIDTH: gl.constexpr):
+        # [G, 16, T] = Q . K^T for each group, K's two parts read transposed from one ring
+        # stage ([G, T, 512] and [G, T, 64] in shared memory).
         GROUPS: gl.constexpr = k_nope.shape[0]
         TOKENS: gl.constexpr = k_nope.shape[1]
+        k_operand: gl.constexpr = gl.DotOperandLayout(1, MMA, K_WIDTH)
         s = gl.zeros([GROUPS, 16, TOKENS], gl.float32, MMA)
-        s = _gluon_mma(q_nope, k_nope.permute((0, 2, 1)).load(gl.DotOperandLayout(1, MMA, K_WIDTH)), s, ARCH)
-        return _gluon_mma(q_rope, k_rope.permute((0, 2, 1)).load(gl.DotOperandLayout(1, MMA, K_WIDTH)), s, ARCH)
+        s = _gluon_mma(q_nope, _gluon_read_stage(k_nope.permute((0, 2, 1)), k_operand, ARCH), s, ARCH)
+        return _gluon_mma(q_rope, _gluon_read_stage(k_rope.permute((0, 2, 1)), k_operand, ARCH), s, ARCH)
 
     @gluon.jit
     def _gluon_row_ok(start, hi, GROUPS: gl.constexpr, TOKENS: gl.constexpr, MMA: gl.constexpr):
@@ -1301,15 +1339,19 @@ if GLUON_AVAILABLE:
         NOPE_COPY: gl.constexpr = _gluon_copy_layout(ARCH, GROUPS, 512)
         ROPE_COPY: gl.constexpr = _gluon_copy_layout(ARCH, GROUPS, 64)
         K_WIDTH: gl.constexpr = _gluon_k_width(ARCH)
+        P_K_WIDTH: gl.constexpr = _gluon_p_k_width(ARCH)
         RING: gl.constexpr = _gluon_ring_layout()
         # Q first: its layout conversion's shared scratch is then free before the ring's.
-        q_nope, q_rope, q_inverse = _gluon_q_operands(q_ptr, q_row, stride_q_tok, stride_q_head, GROUPS, MMA,
-                                                      NOPE_COPY, ROPE_COPY, K_WIDTH)
+        q_nope, q_rope, q_inverse = _gluon_q_operands(q_ptr, q_row, stride_q_tok, stride_q_head, GROUPS, NOPE_COPY,
+                                                      ROPE_COPY, gl.DotOperandLayout(0, MMA, K_WIDTH),
+                                                      gl.DotOperandLayout(0, MMA, K_WIDTH), gl.SliceLayout(2, MMA))
         nope_ring = gl.allocate_shared_memory(kv_ptr.dtype.element_ty, [STAGES, GROUPS, TOKENS, 512], RING)
         rope_ring = gl.allocate_shared_memory(kv_ptr.dtype.element_ty, [STAGES, GROUPS, TOKENS, 64], RING)
+        nope_rows = _gluon_row_offsets(stride_kv, GROUPS, TOKENS, NOPE_COPY)
+        rope_rows = _gluon_row_offsets(stride_kv, GROUPS, TOKENS, ROPE_COPY)
         for stage in gl.static_range(STAGES - 1):
             _gluon_copy_tile(nope_ring.index(stage), rope_ring.index(stage), kv_ptr, lo + stage * BLOCK_N, hi,
-                             stride_kv, ARCH, GROUPS, TOKENS, NOPE_COPY, ROPE_COPY)
+                             stride_kv, nope_rows, rope_rows, ARCH)
         kv_scale = gl.load(kv_scale_ptr)
         score_scale = gl.expand_dims(q_inverse * (qk_scale * kv_scale), 2)
         m_i = gl.full([GROUPS, 16], float("-inf"), gl.float32, gl.SliceLayout(2, MMA))
@@ -1318,8 +1360,8 @@ if GLUON_AVAILABLE:
         tile = 0
         for start in range(lo, hi, BLOCK_N):
             ahead = (tile + STAGES - 1) % STAGES
-            _gluon_copy_tile(nope_ring.index(ahead), rope_ring.index(ahead), kv_ptr,
-                             start + (STAGES - 1) * BLOCK_N, hi, stride_kv, ARCH, GROUPS, TOKENS, NOPE_COPY, ROPE_COPY)
+            _gluon_copy_tile(nope_ring.index(ahead), rope_ring.index(ahead), kv_ptr, start + (STAGES - 1) * BLOCK_N,
+                             hi, stride_kv, nope_rows, rope_rows, ARCH)
             _gluon_wait(STAGES - 1, ARCH)
             k_nope = nope_ring.index(tile % STAGES)
             s = _gluon_scores(q_nope, q_rope, k_nope, rope_ring.index(tile % STAGES), ARCH, MMA, K_WIDTH)
@@ -1327,8 +1369,8 @@ if GLUON_AVAILABLE:
             p, alpha, m_i, l_i = _gluon_softmax_step(s, m_i, l_i)
             # P * 2^8 in e4m3 (P <= 1: keeps small probabilities out of the subnormals);
             # the factor comes off the output at the end. V is the tile's first 512 columns.
-            p = gl.convert_layout(_gluon_to_e4m3(p * 256.0), gl.DotOperandLayout(0, MMA, K_WIDTH))
-            v = k_nope.load(gl.DotOperandLayout(1, MMA, K_WIDTH))
+            p = gl.convert_layout(_gluon_to_e4m3(p * 256.0), gl.DotOperandLayout(0, MMA, P_K_WIDTH))
+            v = _gluon_read_stage(k_nope, gl.DotOperandLayout(1, MMA, P_K_WIDTH), ARCH)
             acc = _gluon_mma(p, v, acc * gl.expand_dims(alpha, 2), ARCH)
             tile += 1
         _gluon_wait(0, ARCH)  # no copy outlives the program
