@@ -430,6 +430,15 @@ def _kv_form(kernel: dict) -> str:
     return kernel["launch"]["constexprs"].get("KV_FORM") or kernel["kernel"]
 
 
+def assert_kv_read_by_buffer_loads(form: str, unchecked_loads: list, loads: dict) -> None:
+    """A main loop's loads not made through a buffer resource (amdgcn.unchecked_loads, as
+    listing lines) are exactly the ones named for its form (none for most), and it reads
+    through buffers at all."""
+    unchecked = [line.split()[0] for line in unchecked_loads]
+    assert unchecked == UNCHECKED_LOOP_LOADS.get(form, []), f"{form}: unchecked loads {unchecked_loads}"
+    assert loads["buffer"] + loads["buffer_to_lds"] > 0, f"{form}: no buffer load in the loop"
+
+
 def test_kv_is_read_by_buffer_loads_in_every_main_loop(report):
     rep, folder = report
     decode_kernels = [k for k in rep["kernels"] if k["loop"] is not None]
@@ -437,13 +446,8 @@ def test_kv_is_read_by_buffer_loads_in_every_main_loop(report):
     seen_forms = set()
     for kernel in decode_kernels:
         loop = amdgcn.main_loop((folder / "asm" / f"{kernel['name']}.amdgcn").read_text())
-        unchecked = [line.split()[0] for line in amdgcn.unchecked_loads(loop)]
-        form = _kv_form(kernel)
-        seen_forms.add(form)
-        assert unchecked == UNCHECKED_LOOP_LOADS.get(form, []), (kernel["name"], amdgcn.unchecked_loads(loop))
-        # and the loop does read through buffers (the check is not empty)
-        kinds = amdgcn.load_kinds(loop)
-        assert kinds["buffer"] + kinds["buffer_to_lds"] > 0, kernel["name"]
+        seen_forms.add(_kv_form(kernel))
+        assert_kv_read_by_buffer_loads(_kv_form(kernel), amdgcn.unchecked_loads(loop), amdgcn.load_kinds(loop))
     assert set(UNCHECKED_LOOP_LOADS) <= seen_forms, "an expectation names a form no longer compiled"
 
 
@@ -452,10 +456,12 @@ def test_the_buffer_load_check_fails_on_unchecked_reads(small_cases):
     # the MXFP4 waves form does), and a tensor of 2 GiB or more (no tt.pointer_range 32).
     # Their plain twins ("f16", and the Gluon ring's copies to LDS) pass it.
     for wrong in ("pointer_cast", "b_over_2_gib"):
-        unchecked = small_cases[wrong]["loop"]["unchecked_loads"]
-        assert unchecked and all(line.startswith("global_load") for line in unchecked), wrong
+        loop = small_cases[wrong]["loop"]
+        with pytest.raises(AssertionError, match="unchecked loads .*global_load"):
+            assert_kv_read_by_buffer_loads(wrong, loop["unchecked_loads"], loop["loads"])
     for right in ("f16", "f16_two_stages", "gluon_ring", "gluon_ring_plain_reads"):
-        assert small_cases[right]["loop"]["unchecked_loads"] == [], right
+        loop = small_cases[right]["loop"]
+        assert_kv_read_by_buffer_loads(right, loop["unchecked_loads"], loop["loads"])
 
 
 # --- the rules of bench/amdgcn.py on text --------------------------------------------------
