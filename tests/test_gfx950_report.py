@@ -202,7 +202,7 @@ def test_cold_run_count_and_compile_time(report, tmp_path):
     assert cold["by_language"] == by_language and cold["specializations"] == sum(by_language.values())
     offered = [k for k in rep["kernels"] if k["offered"]]
     assert len(offered) >= cold["specializations"]  # a kernel offered for both formats has a record each
-    assert 0 < cold["compile_seconds"] and cold["cpu"]["logical_cpus"] >= 1
+    assert 0 < cold["cpu_seconds"] and 0 < cold["compile_seconds"] and cold["cpu"]["logical_cpus"] >= 1
     assert all(k["compile_seconds"] > 0 for k in rep["kernels"])
     summary = (folder / "summary.txt").read_text()
     assert f"compile {cold['specializations']} distinct specializations for gfx950" in summary
