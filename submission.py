@@ -1227,7 +1227,10 @@ if GLUON_AVAILABLE:
         amax_exponent = (amax.to(gl.int32, bitcast=True) >> 23) & 0xFF
         scale_bits = gl.minimum(gl.maximum(261 - amax_exponent, 1), 253)
         q_scale = gl.expand_dims((scale_bits << 23).to(gl.float32, bitcast=True), 2)
+        # A head with an inf or NaN gets NaN scores, as exact attention does (its e4m3
+        # conversion would saturate an inf to a finite value).
         q_inverse = ((254 - scale_bits) << 23).to(gl.float32, bitcast=True)
+        q_inverse = gl.where(amax_exponent == 255, float("nan"), q_inverse)
         q_nope = gl.convert_layout(_gluon_to_e4m3(qn * q_scale), NOPE_OPERAND)
         q_rope = gl.convert_layout(_gluon_to_e4m3(qp * gl.convert_layout(q_scale, ROPE_COPY)), ROPE_OPERAND)
         return q_nope, q_rope, gl.convert_layout(q_inverse, HEADS)
