@@ -264,9 +264,11 @@ def launch_figures(batch: int, kv_len: int, launch, decode_call, kernels: list) 
     }
 
 
-def shape_row(batch: int, kv_len: int, kv_format: str, launch, decode_call, kernels: list, baseline: dict) -> dict:
-    """One benchmark shape's first-offered launch, its static bounds and its targets
-    against the baseline's figures (launch_figures of the Triton wave form's launch)."""
+def shape_row(batch: int, kv_len: int, kv_format: str, launch, decode_call, kernels: list,
+              baseline: dict | None) -> dict:
+    """One benchmark shape's first-offered launch, its static bounds and its targets, at the
+    small shapes against the baseline's figures (launch_figures of the Triton wave form's
+    launch; None: no comparison)."""
     kernel = kernels[0]
     loop = kernel["loop"]
     if loop is None:
@@ -313,7 +315,7 @@ def shape_targets(row: dict) -> dict:
                 "in_flight_bytes_per_cu": _target(row["in_flight_bytes_per_cu"], IN_FLIGHT_TARGET_BYTES_PER_CU, ">="),
                 "lds_bytes_per_cu": _target(row["lds_bytes_per_cu"], LDS_BYTES_PER_CU, "<="),
                 "spills": _target(row["spills"], 0, "<=")}
-    if shape in SMALL_SHAPES:
+    if shape in SMALL_SHAPES and row["baseline"] is not None:
         base = row["baseline"]
         outside = row["outside_loop_instructions"] + row["combine_instructions"]
         return {"cus_used": _target(row["cus_used"], base["cus_used"], ">="),

@@ -48,11 +48,14 @@ def shape_report(batch: int, kv_len: int, asm_dir: Path | None) -> dict:
     if asm_dir:
         asm_dir.mkdir(parents=True, exist_ok=True)
         (asm_dir / f"fp8_gluon_{batch}x{kv_len}.amdgcn").write_text(compiled.asm["amdgcn"])
-    kernel = gfx950_report.kernel_record("fp8", spec, compiled)
-    combine = [gfx950_report.kernel_record("fp8", compile_target.specialize(c, compile_target.TARGETS["gfx950"]),
-                                           compile_target.specialize(c, compile_target.TARGETS["gfx950"]).compile())
-               for c in calls[1:]]
-    row = gfx950_report.shape_row(batch, kv_len, "fp8", launch, calls[0], [kernel, *combine])
+    kernel = gfx950_report.kernel_record("fp8", spec, compiled, seconds)
+    combine = []
+    for call in calls[1:]:
+        combine_spec = compile_target.specialize(call, compile_target.TARGETS["gfx950"])
+        started = time.time()
+        combine_compiled = combine_spec.compile()
+        combine.append(gfx950_report.kernel_record("fp8", combine_spec, combine_compiled, time.time() - started))
+    row = gfx950_report.shape_row(batch, kv_len, "fp8", launch, calls[0], [kernel, *combine], baseline=None)
     loop = kernel["loop"]
     return {"batch": batch, "kv_len": kv_len, "launch": sub.dataclasses.asdict(launch), "compile_s": round(seconds, 2),
             "vgpr": kernel["vgpr"], "agpr": kernel["agpr"], "total_vgpr": kernel["total_vgpr"],
