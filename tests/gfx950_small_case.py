@@ -98,6 +98,22 @@ def word_dot_loop_kernel(a_ptr, b_ptr, out_ptr, n_tiles, BLOCK_N: tl.constexpr, 
     tl.store(out_ptr + rows[:, None] * BLOCK_N + cols[None, :], acc)
 
 
+@triton.jit
+def gathered_dot_loop_kernel(a_ptr, b_ptr, b_rows_ptr, out_ptr, n_tiles, BLOCK_N: tl.constexpr, K: tl.constexpr):
+    # As dot_loop_kernel with B's K rows gathered through row numbers read from memory
+    # (unbounded: any int32): B's offsets are not provably in range or non-negative.
+    rows = tl.arange(0, 16)
+    cols = tl.arange(0, BLOCK_N)
+    ks = tl.arange(0, K)
+    acc = tl.zeros([16, BLOCK_N], tl.float32)
+    for t in range(n_tiles):
+        a = tl.load(a_ptr + t * 16 * K + rows[:, None] * K + ks[None, :])
+        b_rows = tl.load(b_rows_ptr + t * K + ks)
+        b = tl.load(b_ptr + b_rows[:, None] * BLOCK_N + cols[None, :])
+        acc = tl.dot(a, b, acc)
+    tl.store(out_ptr + rows[:, None] * BLOCK_N + cols[None, :], acc)
+
+
 @gluon.jit
 def gluon_ring_kernel(a_ptr, b_ptr, out_ptr, n_tiles, K: gl.constexpr, BLOCK_N: gl.constexpr, RELAXED: gl.constexpr):
     # out (16 x BLOCK_N) = sum over tiles t of A_t (16 x K) . B_t (K x BLOCK_N) in fp16, one wave: each
@@ -179,6 +195,11 @@ CASES = {
                                          (_meta(torch.float16), _meta(torch.float16), _meta(torch.float32), 4, 64,
                                           16, False),
                                          dict(num_warps=1)),
+    # as "f16", B's rows gathered by row numbers read from memory: still buffer loads
+    "gathered_rows": KernelCall(gathered_dot_loop_kernel, (1,),
+                                (_meta(torch.float16), _meta(torch.float16), _meta(torch.int32), _meta(torch.float32),
+                                 4, 16, 64),
+                                dict(num_warps=1, num_stages=1)),
     # as "f16", B read as words through a pointer cast: global_load
     "pointer_cast": KernelCall(word_dot_loop_kernel, (1,),
                                (_meta(torch.float16), _meta(torch.float16), _meta(torch.float32), 4, 16, 64),

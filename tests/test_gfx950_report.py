@@ -464,6 +464,15 @@ def test_the_buffer_load_check_fails_on_unchecked_reads(small_cases):
         assert_kv_read_by_buffer_loads(right, loop["unchecked_loads"], loop["loads"])
 
 
+def test_a_gathered_read_under_2_gib_is_a_buffer_load(small_cases):
+    # What the buffer-load conversion of Triton 3.6 needs on gfx950: with tt.pointer_range
+    # 32 (a tensor under 2 GiB) and the base and offsets in plain sight, even rows gathered
+    # through unbounded row numbers read from memory become buffer loads, whose range the
+    # hardware checks (what a pointer cast or a 2 GiB tensor loses, above).
+    loop = small_cases["gathered_rows"]["loop"]
+    assert loop["unchecked_loads"] == [] and loop["loads"]["buffer"] == 5
+
+
 # --- the rules of bench/amdgcn.py on text --------------------------------------------------
 def test_instruction_classes():
     assert [amdgcn.instruction_class(m) for m in (
