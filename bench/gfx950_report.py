@@ -580,6 +580,7 @@ def main() -> None:
         args = parser.parse_args(sys.argv[2:])
         rep = json.loads(args.json.read_text())
         _check_version(rep)
+        written = []
     else:
         parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
         parser.add_argument("--json", type=Path, help="write the report here")
@@ -591,7 +592,7 @@ def main() -> None:
         if args.json is not None:
             args.json.parent.mkdir(parents=True, exist_ok=True)
             args.json.write_text(json.dumps(rep, indent=1))
-    written = [args.json] if args.json is not None else []
+        written = [args.json] if args.json is not None else []
     if not args.no_markdown:
         write_markdown(args.markdown, table(rep), args.json)
         written.append(args.markdown)
