@@ -359,6 +359,17 @@ def name_apart_by_divisibility(records: list) -> None:
         raise RuntimeError(f"two specializations share a name: {duplicates}")
 
 
+def cold_run_record(languages: list, seconds: float, cpu_seconds: float) -> dict:
+    """Issue 21 item 6: the specializations a cold run compiles (one language each), by
+    language, and their compile time on this machine."""
+    return {"specializations": len(languages),
+            "by_language": {language: languages.count(language) for language in sorted(set(languages))},
+            "compile_seconds": seconds, "cpu_seconds": cpu_seconds, "cpu": cpu_description(),
+            "what": "every distinct specialization the autopick's candidates for the 8 benchmark shapes compile "
+                    "on gfx950 (Triton routes and the aiter route's Triton launches), each compiled once into an "
+                    "empty Triton cache on this CPU"}
+
+
 def build(asm_dir: Path | None) -> dict:
     target = compile_target.TARGETS["gfx950"]
     compiled, kernels = {}, {}  # identity -> (compiled, seconds); (format, identity) -> record
@@ -403,17 +414,9 @@ def build(asm_dir: Path | None) -> dict:
         asm_dir.mkdir(parents=True, exist_ok=True)
         for (_, identity), record in kernels.items():
             (asm_dir / f"{record['name']}.amdgcn").write_text(compiled[identity][0].asm["amdgcn"])
-    by_language = {}
-    for (_, identity), record in kernels.items():
-        if identity in offered_identities:
-            by_language.setdefault(record["language"], set()).add(identity)
+    languages = {identity: record["language"] for (_, identity), record in kernels.items()}
     return {"target": "gfx950", "triton": triton.__version__, "kernels": list(kernels.values()), "shapes": shapes,
-            "cold_run": {"specializations": len(offered_identities),
-                         "by_language": {lang: len(ids) for lang, ids in sorted(by_language.items())},
-                         "compile_seconds": cold_seconds, "cpu_seconds": cold_cpu_seconds, "cpu": cpu_description(),
-                         "what": "every distinct specialization the autopick's candidates for the 8 benchmark "
-                                 "shapes compile on gfx950 (Triton routes and the aiter route's Triton launches), "
-                                 "each compiled once into an empty Triton cache on this CPU"},
+            "cold_run": cold_run_record([languages[i] for i in offered_identities], cold_seconds, cold_cpu_seconds),
             "machine": {"cus": CUS, "simds_per_cu": SIMDS_PER_CU, "clock_hz": CLOCK_HZ,
                         "hbm_bytes_per_s": HBM_BYTES_PER_S, "lds_bytes_per_cu": LDS_BYTES_PER_CU,
                         "loaded_latency_s": LOADED_LATENCY_S,
