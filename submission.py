@@ -81,7 +81,7 @@ _TL_ROPE = tl.constexpr(64)
 
 # The forms of each format's kernel (see above); the first is the portable default.
 # "gluon" is the Gluon kernel (section "Gluon kernels"), offered where Gluon imports.
-KERNEL_FORMS = {"fp8": ("f16", "e4m3_waves", "gluon"), "mxfp4": ("bf16", "waves")}
+KERNEL_FORMS = {"fp8": ("f16", "e4m3_waves", "gluon"), "mxfp4": ("bf16", "waves", "gluon")}
 # The forms whose tile is num_warps token groups, one a wave (see above).
 _WAVE_FORMS = {"fp8_e4m3_waves", "mxfp4_waves", "mxfp4_waves_cvt"}
 
@@ -126,6 +126,7 @@ _FORM_TILES = {
     # Gluon forms: num_stages is the ring's depth; num_warps counts 64-thread groups (a
     # gfx950 wave), so NVIDIA launches twice as many warps (_launch).
     ("fp8", "gluon"): [(128, 4, 2, 0)],
+    ("mxfp4", "gluon"): [(128, 4, 2, 0)],
 }
 _GLUON_FORMS = {"gluon"}
 _IDLE_SM_FORMS = {("fp8", "f16"), ("mxfp4", "bf16")}
@@ -139,7 +140,7 @@ _ARCH_FORMS = {
 }
 # The Gluon forms per format: first on gfx950, an extra candidate on NVIDIA sm_80+,
 # wherever Gluon imports (gluon_forms_here).
-_GLUON_ARCH_FORMS = {"fp8": ("gluon",), "mxfp4": ()}
+_GLUON_ARCH_FORMS = {"fp8": ("gluon",), "mxfp4": ("gluon",)}
 
 
 def _offered_forms(kv_format: str, arch: str) -> tuple:
@@ -273,6 +274,10 @@ def _mxfp4_operands(kv_fp4, kv_scales, launch):
         # That form reads the codes as 4-byte words; an unaligned word load is not risked.
         raise ValueError("the mxfp4 form waves needs 4-byte aligned rows "
                          f"(address {kv_fp4.data_ptr():#x}, row stride {kv_fp4.stride(0)})")
+    if launch.form == "gluon" and (kv_fp4.data_ptr() % 16 or kv_fp4.stride(0) % 16):
+        # That form copies the rows 16 bytes a thread and reads them back as 4-byte words.
+        raise ValueError("the mxfp4 form gluon needs 16-byte aligned rows "
+                         f"(address {kv_fp4.data_ptr():#x}, row stride {kv_fp4.stride(0)})")
     return kv_fp4, kv_scales if kv_scales.dtype == torch.uint8 else kv_scales.view(torch.uint8)
 
 
@@ -309,6 +314,10 @@ def decode_tails(q, kv, kv_scale, kv_format: str, sm_scale: float, scratch, laun
     if kv_format == "fp8" and kv.stride(0) * launch.block_n >= 2 ** 31:
         raise ValueError(f"KV row stride {kv.stride(0)} too large for {launch.block_n}-row tiles "
                          "(the fp8 kernel's in-tile offsets are 32-bit)")
+    if launch.gluon_arch and kv_format == "mxfp4" and max(
+            kv.stride(0) * launch.block_n, stride_sr * launch.block_n + stride_sc * MXFP4_BLOCKS_PER_ROW) >= 2 ** 31:
+        raise ValueError(f"KV row stride {kv.stride(0)} or scale strides {(stride_sr, stride_sc)} too large for "
+                         f"{launch.block_n}-row tiles (the Gluon kernel's in-tile offsets are 32-bit)")
     splits = launch.num_splits
     last = (launch.num_stages, launch.gluon_arch) if launch.gluon_arch else (_INTERPRETED,)
     if launch.gluon_arch:
@@ -1135,12 +1144,15 @@ if GLUON_AVAILABLE:
     def _gluon_copy_tile(nope_dst, rope_dst, kv_ptr, start, hi, stride_kv, ARCH: gl.constexpr,
                          GROUPS: gl.constexpr, TOKENS: gl.constexpr, NOPE_COPY: gl.constexpr,
                          ROPE_COPY: gl.constexpr):
-        # Issue the asynchronous copy of the tile at `start` (its 512 + 64 columns) into
-        # one ring stage, and commit it as one group.
+        # Issue the asynchronous copy of the tile at `start` (each row's nope then rope
+        # bytes, as many as the stages hold: 512 + 64 for fp8, 256 + 32 for MXFP4) into one
+        # ring stage, and commit it as one group.
+        NOPE_BYTES: gl.constexpr = nope_dst.shape[2]
+        ROPE_BYTES: gl.constexpr = rope_dst.shape[2]
         base = kv_ptr + start.to(gl.int64) * stride_kv
-        nope_offsets, nope_ok = _gluon_tile_offsets(start, hi, stride_kv, GROUPS, TOKENS, 512, NOPE_COPY)
-        rope_offsets, rope_ok = _gluon_tile_offsets(start, hi, stride_kv, GROUPS, TOKENS, 64, ROPE_COPY)
-        rope_offsets = rope_offsets + 512
+        nope_offsets, nope_ok = _gluon_tile_offsets(start, hi, stride_kv, GROUPS, TOKENS, NOPE_BYTES, NOPE_COPY)
+        rope_offsets, rope_ok = _gluon_tile_offsets(start, hi, stride_kv, GROUPS, TOKENS, ROPE_BYTES, ROPE_COPY)
+        rope_offsets = rope_offsets + NOPE_BYTES
         if ARCH == "cdna4":
             # Buffer loads: 32-bit offsets from a scalar base; masked lanes are dropped by
             # the hardware's range check.
@@ -1162,11 +1174,14 @@ if GLUON_AVAILABLE:
 
     @gluon.jit
     def _gluon_mma(a, b, acc, ARCH: gl.constexpr):
-        # acc + a @ b over e4m3 operands (batched over the group axis).
+        # acc + a @ b over e4m3 or bf16 operands; mma_v2 has no fp8, so e4m3 is widened to
+        # fp16 there (exact).
         if ARCH == "cdna4":
             return gl_cdna4.mfma(a, b, acc)
-        else:
+        elif a.dtype.is_fp8():
             return gl_ampere.mma_v2(a.to(gl.float16), b.to(gl.float16), acc)
+        else:
+            return gl_ampere.mma_v2(a, b, acc)
 
     @gluon.jit
     def _gluon_to_e4m3(x):
@@ -1334,6 +1349,290 @@ if GLUON_AVAILABLE:
         _gluon_wait(0, ARCH)  # no copy outlives the program
         return acc * (kv_scale * 0.00390625), m_i, l_i
 
+    # ---- MXFP4 ----
+    # The MXFP4 decode on the same ring, bounds, softmax, merge and store. What differs from
+    # fp8 is the products. Q.K^T runs with the tile's rows as M ([G*T, 16], each group's
+    # rows on its own waves), then goes to the [G, 16, T] layout of the softmax:
+    #   cdna4: cdna4.mfma_scaled, the e2m1 codes straight from the ring stage against Q
+    #          in e4m3 (a power-of-two scale per head, whose inverse is Q's e8m0 block
+    #          scale, as _attend_mxfp4_waves), with the cache's e8m0 scales; the 64 rope
+    #          dims decoded to bf16 against bf16 Q.
+    #   ampere: no scaled MMA: K decoded to bf16 from the ring stage (bit operations) in
+    #          four 128-dim parts against bf16 Q kept in shared memory, by mma_v2; Q stays
+    #          bf16 (the twin's scores are the bf16 form's, a little more precise).
+    # V's block scales run along the output columns, so P.V is a bf16 product on decoded
+    # values, 128 columns at a time (four accumulators): decoded by gfx950's convert
+    # (v_cvt_scalef32_pk_bf16_fp4, one instruction a byte) or by bit operations.
+    # The scale bytes are read straight from the scale tensor through its strides
+    # (trimmed (rows, 18) or padded rows are not 4-byte aligned, so not copied to LDS):
+    # buffer loads on gfx950, rows clamped and masked like the copies.
+    @gluon.constexpr_function
+    def _gluon_mxfp4_score_layout(ARCH, GROUPS, TOKENS, K):
+        # Q.K^T as [G*T rows, 16 heads]: group g's T rows on its own waves (two warps on NVIDIA).
+        if ARCH == "cdna4":
+            return gl_cdna4.AMDMFMALayout(version=4, instr_shape=[16, 16, K], transposed=False,
+                                          warps_per_cta=[GROUPS, 1], tiles_per_warp=[TOKENS // 16, 1])
+        return gl.NVMMADistributedLayout(version=[2, 0], warps_per_cta=[2 * GROUPS, 1], instr_shape=[16, 8])
+
+    @gluon.constexpr_function
+    def _gluon_mxfp4_words_layout(ARCH, GROUPS, RANK):
+        # Code words [..., rows, blocks, 4] (a 32-element block is 4 words): a thread holds
+        # one block of one row (one 16-byte shared-memory read); RANK 3: [G*T, blocks, 4],
+        # RANK 4: [G, T, blocks, 4] with the group axis on its own warps.
+        lanes = 64 if ARCH == "cdna4" else 32
+        warps = GROUPS if ARCH == "cdna4" else 2 * GROUPS
+        if RANK == 3:
+            return gl.BlockedLayout([1, 1, 4], [lanes // 4, 4, 1], [warps, 1, 1], [2, 1, 0])
+        return gl.BlockedLayout([1, 1, 1, 4], [1, lanes // 4, 4, 1], [GROUPS, warps // GROUPS, 1, 1], [3, 2, 1, 0])
+
+    @gluon.jit
+    def _gluon_e2m1_pairs(words, scales, ARCH: gl.constexpr):
+        # words uint32, four code bytes each; scales their blocks' e8m0 bytes (uint32, same
+        # shape) -> four uint32, byte j's two values in pairs_j as two bf16 (low half: the
+        # low nibble, the even column) times 2^(s-127), as _e2m1_words_to_pairs.
+        if ARCH == "cdna4":
+            # gfx950's convert, op_sel picking the byte; the scale operand is the fp32 bits
+            # s << 23 (s = 0 gives 0, not 2^-127: a block of scale byte 0, values below
+            # 2^-124, decodes to zeros).
+            pairs = gl.inline_asm_elementwise(
+                "v_cvt_scalef32_pk_bf16_fp4 $0, $4, $5\n"
+                "v_cvt_scalef32_pk_bf16_fp4 $1, $4, $5 op_sel:[1,0,0]\n"
+                "v_cvt_scalef32_pk_bf16_fp4 $2, $4, $5 op_sel:[0,1,0]\n"
+                "v_cvt_scalef32_pk_bf16_fp4 $3, $4, $5 op_sel:[1,1,0]",
+                "=&v,=&v,=&v,=&v,v,v", [words, scales << 23],
+                dtype=(gl.uint32, gl.uint32, gl.uint32, gl.uint32), is_pure=True, pack=1)
+            return pairs[0], pairs[1], pairs[2], pairs[3]
+        else:
+            scale = gl.where(scales == 0, 0x00400000, scales << 23).to(gl.float32, bitcast=True)
+            return (_gluon_e2m1_byte_pair(words, scale, 0), _gluon_e2m1_byte_pair(words, scale, 8),
+                    _gluon_e2m1_byte_pair(words, scale, 16), _gluon_e2m1_byte_pair(words, scale, 24))
+
+    @gluon.jit
+    def _gluon_e2m1_byte_pair(words, scale, SHIFT: gl.constexpr):
+        # The byte at SHIFT -> its two values as bf16 bits in a uint32, by the bit placement
+        # of _e2m1_pair_to_f32 (exact: e2m1 times 2^k is exact in bf16).
+        x = (words >> SHIFT) & 0xFF
+        even = (((x & 0x8) << 28) | ((x & 0x7) << 22)).to(gl.float32, bitcast=True) * 8.507059173023462e37 * scale
+        odd = (((x & 0x80) << 24) | ((x & 0x70) << 18)).to(gl.float32, bitcast=True) * 8.507059173023462e37 * scale
+        return (even.to(gl.uint32, bitcast=True) >> 16) | (odd.to(gl.uint32, bitcast=True) & 0xFFFF0000)
+
+    @gluon.jit
+    def _gluon_bf16_halves(pair):
+        return ((pair & 0xFFFF).to(gl.uint16).to(gl.bfloat16, bitcast=True),
+                (pair >> 16).to(gl.uint16).to(gl.bfloat16, bitcast=True))
+
+    @gluon.jit
+    def _gluon_e2m1_decode(words, scales, ARCH: gl.constexpr):
+        # words [..., 4] uint32 (the 4 words of 32-element blocks), scales [..., 1] the
+        # blocks' e8m0 bytes -> bf16 [..., 4, 2, 2, 2]: word w, byte j, nibble n is element
+        # 8w + 2j + n (each join appends the least significant index: j1, j0, then n).
+        p0, p1, p2, p3 = _gluon_e2m1_pairs(words, gl.broadcast(scales.to(gl.uint32), words)[0], ARCH)
+        lo0, hi0 = _gluon_bf16_halves(p0)
+        lo1, hi1 = _gluon_bf16_halves(p1)
+        lo2, hi2 = _gluon_bf16_halves(p2)
+        lo3, hi3 = _gluon_bf16_halves(p3)
+        even = gl.join(gl.join(lo0, lo2), gl.join(lo1, lo3))
+        odd = gl.join(gl.join(hi0, hi2), gl.join(hi1, hi3))
+        return gl.join(even, odd)
+
+    @gluon.jit
+    def _gluon_load_bytes(base, offsets, mask, ARCH: gl.constexpr):
+        # Bytes at base + offsets (32-bit offsets; masked lanes read nothing and give 0): a
+        # buffer load on gfx950.
+        if ARCH == "cdna4":
+            return gl_cdna4.buffer_load(base, offsets, mask=mask, other=0)
+        else:
+            return gl.load(base + offsets, mask=mask, other=0)
+
+    @gluon.jit
+    def _gluon_mxfp4_row_scales(sc_ptr, start, hi, stride_sr, stride_sc, FIRST: gl.constexpr,
+                                COUNT: gl.constexpr, ROWS: gl.constexpr, layout: gl.constexpr, ARCH: gl.constexpr):
+        # Scale bytes [ROWS, COUNT] of blocks FIRST.. of the tile's rows (rows past hi repeat
+        # row hi - 1; a tile wholly past hi reads nothing).
+        rows = gl.expand_dims(gl.arange(0, ROWS, layout=gl.SliceLayout(1, layout)), 1)
+        blocks = gl.expand_dims(gl.arange(0, COUNT, layout=gl.SliceLayout(0, layout)), 0) + FIRST
+        offsets = gl.minimum(rows, hi - 1 - start) * stride_sr + blocks * stride_sc
+        ok = rows < gl.where(start < hi, ROWS, 0)
+        return _gluon_load_bytes(sc_ptr + start.to(gl.int64) * stride_sr, offsets, ok, ARCH)
+
+    @gluon.jit
+    def _gluon_mxfp4_group_scales(sc_ptr, start, hi, stride_sr, stride_sc, FIRST: gl.constexpr,
+                                  GROUPS: gl.constexpr, TOKENS: gl.constexpr, layout: gl.constexpr,
+                                  ARCH: gl.constexpr):
+        # Scale bytes [G, T, 4] of blocks FIRST..FIRST+3 of the tile's rows, group-major.
+        rows = _gluon_axis(GROUPS, 0, layout) * TOKENS + _gluon_axis(TOKENS, 1, layout)
+        offsets = gl.minimum(rows, hi - 1 - start) * stride_sr + (_gluon_axis(4, 2, layout) + FIRST) * stride_sc
+        ok = rows < gl.where(start < hi, GROUPS * TOKENS, 0)
+        return _gluon_load_bytes(sc_ptr + start.to(gl.int64) * stride_sr, offsets, ok, ARCH)
+
+    @gluon.jit
+    def _gluon_mxfp4_rope_keys(rope_stage, rope_scales, ARCH: gl.constexpr, layout: gl.constexpr):
+        # K's 64 rope dims [G*T, 64] bf16, decoded from a ring stage ([G, T, 32] bytes).
+        GROUPS: gl.constexpr = rope_stage.shape[0]
+        TOKENS: gl.constexpr = rope_stage.shape[1]
+        WORDS: gl.constexpr = _gluon_mxfp4_words_layout(ARCH, GROUPS, 3)
+        words = rope_stage._reinterpret(gl.uint32, [GROUPS, TOKENS, 8], rope_stage.layout)
+        words = words.reshape([GROUPS * TOKENS, 2, 4]).load(WORDS)
+        scales = gl.expand_dims(gl.convert_layout(rope_scales, gl.SliceLayout(2, WORDS)), 2)
+        k = _gluon_e2m1_decode(words, scales, ARCH).reshape([GROUPS * TOKENS, 64])
+        return gl.convert_layout(k, layout)
+
+    @gluon.jit
+    def _gluon_mxfp4_nope_keys(nope_words, scales, PART: gl.constexpr, GROUPS: gl.constexpr, ARCH: gl.constexpr,
+                               layout: gl.constexpr):
+        # K's dims 128*PART.. [G*T, 128] bf16, decoded from a ring stage viewed as
+        # [G*T, 16 blocks, 4] words (the NVIDIA twin's scores).
+        ROWS: gl.constexpr = nope_words.shape[0]
+        words = nope_words.slice(4 * PART, 4, dim=1).load(_gluon_mxfp4_words_layout(ARCH, GROUPS, 3))
+        k = _gluon_e2m1_decode(words, gl.expand_dims(scales, 2), ARCH).reshape([ROWS, 128])
+        return gl.convert_layout(k, layout)
+
+    @gluon.jit
+    def _gluon_mxfp4_values(nope_stage, scales, CHUNK: gl.constexpr, ARCH: gl.constexpr, layout: gl.constexpr):
+        # V's columns 128*CHUNK.. [G, T, 128] bf16, decoded from a ring stage ([G, T, 256]
+        # bytes) with those columns' scale bytes [G, T, 4].
+        GROUPS: gl.constexpr = nope_stage.shape[0]
+        TOKENS: gl.constexpr = nope_stage.shape[1]
+        WORDS: gl.constexpr = _gluon_mxfp4_words_layout(ARCH, GROUPS, 4)
+        words = nope_stage._reinterpret(gl.uint32, [GROUPS, TOKENS, 64], nope_stage.layout)
+        words = words.reshape([GROUPS, TOKENS, 16, 4]).slice(4 * CHUNK, 4, dim=2).load(WORDS)
+        scales = gl.expand_dims(gl.convert_layout(scales, gl.SliceLayout(3, WORDS)), 3)
+        v = _gluon_e2m1_decode(words, scales, ARCH).reshape([GROUPS, TOKENS, 128])
+        return gl.convert_layout(v, layout)
+
+    @gluon.jit
+    def _gluon_mxfp4_q_operands(q_ptr, q_row, stride_q_tok, stride_q_head, ARCH: gl.constexpr, GROUPS: gl.constexpr,
+                                TOKENS: gl.constexpr):
+        # Q as the scores' right operand: (nope part, its scales, rope part). cdna4: Q^T in
+        # e4m3 with each head's power-of-two scale (its amax in [128, 256)) and the inverse
+        # as the e8m0 scale of the head's 16 blocks, so the scaled MFMA gives the scores
+        # unscaled. ampere: Q^T in bf16 in shared memory (its scales unused: 0).
+        # Both: the rope part Q_pe^T in bf16, in registers.
+        LANES: gl.constexpr = 64 if ARCH == "cdna4" else 32
+        QL: gl.constexpr = gl.BlockedLayout([1, 8], [1, LANES], [1, 64 // LANES * GROUPS], [1, 0])
+        SCORE: gl.constexpr = _gluon_mxfp4_score_layout(ARCH, GROUPS, TOKENS, 32)
+        heads = gl.expand_dims(gl.arange(0, 16, layout=gl.SliceLayout(1, QL)), 1)
+        q_base = q_ptr + q_row.to(gl.int64) * stride_q_tok + heads * stride_q_head
+        q_nope = gl.load(q_base + gl.expand_dims(gl.arange(0, 512, layout=gl.SliceLayout(0, QL)), 0))
+        q_pe = gl.load(q_base + 512 + gl.expand_dims(gl.arange(0, 64, layout=gl.SliceLayout(0, QL)), 0))
+        q_pe_t = gl.convert_layout(q_pe.permute((1, 0)), gl.DotOperandLayout(1, SCORE, 8 if ARCH == "cdna4" else 2))
+        if ARCH == "cdna4":
+            SCALED: gl.constexpr = _gluon_mxfp4_score_layout(ARCH, GROUPS, TOKENS, 128)
+            Q_OPERAND: gl.constexpr = gl.DotOperandLayout(1, SCALED, 16)
+            qn = q_nope.to(gl.float32)
+            amax_exponent = (gl.max(gl.abs(qn), 1).to(gl.int32, bitcast=True) >> 23) & 0xFF
+            scale_bits = gl.minimum(gl.maximum(261 - amax_exponent, 1), 253)
+            q_scale = gl.expand_dims((scale_bits << 23).to(gl.float32, bitcast=True), 1)
+            q_t = gl.convert_layout(_gluon_to_e4m3(qn * q_scale).permute((1, 0)), Q_OPERAND)
+            inverse = gl.expand_dims((254 - scale_bits).to(gl.uint8), 1) + gl.zeros([16, 16], gl.uint8, QL)
+            return q_t, gl.convert_layout(inverse, gl_cdna4.get_mfma_scale_layout(Q_OPERAND, [16, 16])), q_pe_t
+        else:
+            q_t = gl.allocate_shared_memory(gl.bfloat16, [512, 16], gl.SwizzledSharedLayout(1, 1, 1, [0, 1]),
+                                            q_nope.permute((1, 0)))
+            return q_t, 0, q_pe_t
+
+    @gluon.jit
+    def _gluon_mxfp4_scores(q_t, q_t_scales, q_pe_t, nope, rope, sc_ptr, start, hi, stride_sr, stride_sc,
+                            ARCH: gl.constexpr):
+        # The tile's scores [G, 16, T] (softmax layout, not yet scaled by qk_scale) from one
+        # ring stage (nope [G, T, 256] and rope [G, T, 32] bytes).
+        GROUPS: gl.constexpr = nope.shape[0]
+        TOKENS: gl.constexpr = nope.shape[1]
+        BLOCK_N: gl.constexpr = GROUPS * TOKENS
+        SCORE: gl.constexpr = _gluon_mxfp4_score_layout(ARCH, GROUPS, TOKENS, 32)
+        K_WIDTH: gl.constexpr = 8 if ARCH == "cdna4" else 2
+        WORD_SCALES: gl.constexpr = gl.SliceLayout(2, _gluon_mxfp4_words_layout(ARCH, GROUPS, 3))
+        rope_scales = _gluon_mxfp4_row_scales(sc_ptr, start, hi, stride_sr, stride_sc, 16, 2, BLOCK_N, WORD_SCALES,
+                                              ARCH)
+        k_pe = _gluon_mxfp4_rope_keys(rope, rope_scales, ARCH, gl.DotOperandLayout(0, SCORE, K_WIDTH))
+        if ARCH == "cdna4":
+            SCALED: gl.constexpr = _gluon_mxfp4_score_layout(ARCH, GROUPS, TOKENS, 128)
+            K_OPERAND: gl.constexpr = gl.DotOperandLayout(0, SCALED, 16)
+            k_scales = _gluon_mxfp4_row_scales(sc_ptr, start, hi, stride_sr, stride_sc, 0, 16, BLOCK_N,
+                                               gl_cdna4.get_mfma_scale_layout(K_OPERAND, [BLOCK_N, 16]), ARCH)
+            codes = gl_cdna4.async_copy.load_shared_relaxed(nope.reshape([BLOCK_N, 256]), K_OPERAND)
+            s = gl_cdna4.mfma_scaled(codes, k_scales, "e2m1", q_t, q_t_scales, "e4m3",
+                                     gl.zeros([BLOCK_N, 16], gl.float32, SCALED))
+            s = _gluon_mma(k_pe, q_pe_t, gl.convert_layout(s, SCORE), ARCH)
+        else:
+            s = _gluon_mma(k_pe, q_pe_t, gl.zeros([BLOCK_N, 16], gl.float32, SCORE), ARCH)
+            words = nope._reinterpret(gl.uint32, [GROUPS, TOKENS, 64], nope.layout).reshape([BLOCK_N, 16, 4])
+            for part in gl.static_range(4):
+                scales = _gluon_mxfp4_row_scales(sc_ptr, start, hi, stride_sr, stride_sc, 4 * part, 4, BLOCK_N,
+                                                 WORD_SCALES, ARCH)
+                k = _gluon_mxfp4_nope_keys(words, scales, part, GROUPS, ARCH,
+                                           gl.DotOperandLayout(0, SCORE, K_WIDTH))
+                s = _gluon_mma(k, q_t.slice(128 * part, 128, dim=0).load(gl.DotOperandLayout(1, SCORE, K_WIDTH)), s,
+                               ARCH)
+        MMA: gl.constexpr = _gluon_mma_layout(ARCH, GROUPS)
+        return gl.convert_layout(s.reshape([GROUPS, TOKENS, 16]).permute((0, 2, 1)), MMA)
+
+    @gluon.jit
+    def _gluon_mxfp4_value_chunk(acc, alpha, p, nope, sc_ptr, start, hi, stride_sr, stride_sc, CHUNK: gl.constexpr,
+                                 ARCH: gl.constexpr):
+        # acc [G, 16, 128] * alpha + P . V over V's columns 128*CHUNK.. of the tile.
+        GROUPS: gl.constexpr = nope.shape[0]
+        TOKENS: gl.constexpr = nope.shape[1]
+        MMA: gl.constexpr = _gluon_mma_layout(ARCH, GROUPS)
+        SCALES: gl.constexpr = gl.SliceLayout(3, _gluon_mxfp4_words_layout(ARCH, GROUPS, 4))
+        scales = _gluon_mxfp4_group_scales(sc_ptr, start, hi, stride_sr, stride_sc, 4 * CHUNK, GROUPS, TOKENS, SCALES,
+                                           ARCH)
+        v = _gluon_mxfp4_values(nope, scales, CHUNK, ARCH, gl.DotOperandLayout(1, MMA, 8 if ARCH == "cdna4" else 2))
+        return _gluon_mma(p, v, acc * alpha, ARCH)
+
+    @gluon.jit
+    def _gluon_attend_mxfp4(q_ptr, q_row, stride_q_tok, stride_q_head, kv_ptr, sc_ptr, lo, hi, qk_scale,
+                            stride_kv, stride_sr, stride_sc, BLOCK_N: gl.constexpr, GROUPS: gl.constexpr,
+                            STAGES: gl.constexpr, ARCH: gl.constexpr):
+        # MXFP4 attention of the 16 heads over rows lo..hi-1, each group of waves over its
+        # own TOKENS rows of every tile, on _gluon_attend_fp8's ring: returns the groups'
+        # unnormalized state as four 128-column accumulators [G, 16, 128] and m, l [G, 16].
+        TOKENS: gl.constexpr = BLOCK_N // GROUPS
+        MMA: gl.constexpr = _gluon_mma_layout(ARCH, GROUPS)
+        NOPE_COPY: gl.constexpr = _gluon_copy_layout(ARCH, GROUPS, 256)
+        ROPE_COPY: gl.constexpr = _gluon_copy_layout(ARCH, GROUPS, 32)
+        RING: gl.constexpr = _gluon_ring_layout()
+        nope_ring = gl.allocate_shared_memory(gl.uint8, [STAGES, GROUPS, TOKENS, 256], RING)
+        rope_ring = gl.allocate_shared_memory(gl.uint8, [STAGES, GROUPS, TOKENS, 32], RING)
+        for stage in gl.static_range(STAGES - 1):
+            _gluon_copy_tile(nope_ring.index(stage), rope_ring.index(stage), kv_ptr, lo + stage * BLOCK_N, hi,
+                             stride_kv, ARCH, GROUPS, TOKENS, NOPE_COPY, ROPE_COPY)
+        q_t, q_t_scales, q_pe_t = _gluon_mxfp4_q_operands(q_ptr, q_row, stride_q_tok, stride_q_head, ARCH, GROUPS,
+                                                          TOKENS)
+        m_i = gl.full([GROUPS, 16], float("-inf"), gl.float32, gl.SliceLayout(2, MMA))
+        l_i = gl.zeros([GROUPS, 16], gl.float32, gl.SliceLayout(2, MMA))
+        acc0 = gl.zeros([GROUPS, 16, 128], gl.float32, MMA)
+        acc1 = gl.zeros([GROUPS, 16, 128], gl.float32, MMA)
+        acc2 = gl.zeros([GROUPS, 16, 128], gl.float32, MMA)
+        acc3 = gl.zeros([GROUPS, 16, 128], gl.float32, MMA)
+        tile = 0
+        for start in range(lo, hi, BLOCK_N):
+            ahead = (tile + STAGES - 1) % STAGES
+            _gluon_copy_tile(nope_ring.index(ahead), rope_ring.index(ahead), kv_ptr, start + (STAGES - 1) * BLOCK_N,
+                             hi, stride_kv, ARCH, GROUPS, TOKENS, NOPE_COPY, ROPE_COPY)
+            _gluon_wait(STAGES - 1, ARCH)
+            nope = nope_ring.index(tile % STAGES)
+            s = _gluon_mxfp4_scores(q_t, q_t_scales, q_pe_t, nope, rope_ring.index(tile % STAGES), sc_ptr, start, hi,
+                                    stride_sr, stride_sc, ARCH)
+            s = gl.where(_gluon_row_ok(start, hi, GROUPS, TOKENS, MMA), s * qk_scale, float("-inf"))  # log2 domain
+            p, alpha, m_i, l_i = _gluon_softmax_step(s, m_i, l_i)
+            p = gl.convert_layout(p.to(gl.bfloat16), gl.DotOperandLayout(0, MMA, 8 if ARCH == "cdna4" else 2))
+            alpha = gl.expand_dims(alpha, 2)
+            acc0 = _gluon_mxfp4_value_chunk(acc0, alpha, p, nope, sc_ptr, start, hi, stride_sr, stride_sc, 0, ARCH)
+            acc1 = _gluon_mxfp4_value_chunk(acc1, alpha, p, nope, sc_ptr, start, hi, stride_sr, stride_sc, 1, ARCH)
+            acc2 = _gluon_mxfp4_value_chunk(acc2, alpha, p, nope, sc_ptr, start, hi, stride_sr, stride_sc, 2, ARCH)
+            acc3 = _gluon_mxfp4_value_chunk(acc3, alpha, p, nope, sc_ptr, start, hi, stride_sr, stride_sc, 3, ARCH)
+            tile += 1
+        _gluon_wait(0, ARCH)  # no copy outlives the program
+        return acc0, acc1, acc2, acc3, m_i, l_i
+
+    @gluon.jit
+    def _gluon_join_column_quarters(o0, o1, o2, o3):
+        # Four [R, C] column blocks side by side -> [R, 4C] (as _join_column_quarters).
+        ROWS: gl.constexpr = o0.shape[0]
+        QUARTER: gl.constexpr = o0.shape[1]
+        return gl.join(gl.join(o0, o1), gl.join(o2, o3)).permute((0, 3, 2, 1)).reshape([ROWS, 4 * QUARTER])
+
     @gluon.jit(do_not_specialize=["total_q", "kv_rows", "num_splits"])
     def _mla_decode_gluon_kernel(
         q_ptr, kv_ptr, kv_scale_ptr, qo_indptr_ptr, kv_indptr_ptr, out_ptr,
@@ -1349,11 +1648,21 @@ if GLUON_AVAILABLE:
         b = gl.program_id(1)
         lo, hi = _gluon_split_bounds(kv_indptr_ptr, b, split, kv_rows, num_splits, BLOCK_N)
         q_row = gl.minimum(gl.maximum(gl.load(qo_indptr_ptr + b), 0), total_q - 1)
-        gl.static_assert(KV_FORM == "fp8_gluon")
-        acc, m_i, l_i = _gluon_attend_fp8(q_ptr, q_row, stride_q_tok, stride_q_head, kv_ptr, kv_scale_ptr, lo, hi,
-                                          qk_scale, stride_kv, BLOCK_N, WAVE_GROUPS, STAGES, ARCH)
         ROWS: gl.constexpr = _gluon_rows_layout(ARCH, WAVE_GROUPS)
-        acc, m, l = _gluon_merge_waves(acc, m_i, l_i, ROWS)
+        if KV_FORM == "fp8_gluon":
+            acc, m_i, l_i = _gluon_attend_fp8(q_ptr, q_row, stride_q_tok, stride_q_head, kv_ptr, kv_scale_ptr, lo, hi,
+                                              qk_scale, stride_kv, BLOCK_N, WAVE_GROUPS, STAGES, ARCH)
+            acc, m, l = _gluon_merge_waves(acc, m_i, l_i, ROWS)
+        else:
+            gl.static_assert(KV_FORM == "mxfp4_gluon")
+            acc0, acc1, acc2, acc3, m_i, l_i = _gluon_attend_mxfp4(
+                q_ptr, q_row, stride_q_tok, stride_q_head, kv_ptr, kv_scale_ptr, lo, hi, qk_scale, stride_kv,
+                stride_sr, stride_sc, BLOCK_N, WAVE_GROUPS, STAGES, ARCH)
+            o0, m, l = _gluon_merge_waves(acc0, m_i, l_i, ROWS)
+            o1, m, l = _gluon_merge_waves(acc1, m_i, l_i, ROWS)
+            o2, m, l = _gluon_merge_waves(acc2, m_i, l_i, ROWS)
+            o3, m, l = _gluon_merge_waves(acc3, m_i, l_i, ROWS)
+            acc = gl.convert_layout(_gluon_join_column_quarters(o0, o1, o2, o3), ROWS)
         _gluon_finish(acc, m, l, b, split, q_row, out_ptr, part_o_ptr, part_lse_ptr, counters_ptr, num_splits,
                       stride_o_tok, stride_o_head, SPLIT, COMBINE_IN_KERNEL, ROWS)
 # ==== end Gluon kernels ====
