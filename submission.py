@@ -1465,6 +1465,54 @@ if GLUON_AVAILABLE:
         ok = rows < gl.where(start < hi, GROUPS * TOKENS, 0)
         return _gluon_load_bytes(sc_ptr + start.to(gl.int64) * stride_sr, offsets, ok, ARCH)
 
+    @gluon.constexpr_function
+    def _gluon_mxfp4_key_scales_layout(ARCH, GROUPS, TOKENS):
+        # The nope dims' scale bytes [G*T, 16]: cdna4 as mfma_scaled takes them; ampere all
+        # 16 in one thread (split into the four 128-dim parts in registers).
+        if ARCH == "cdna4":
+            scaled = _gluon_mxfp4_score_layout(ARCH, GROUPS, TOKENS, 128)
+            return gl_cdna4.get_mfma_scale_layout(gl.DotOperandLayout(0, scaled, 16), [GROUPS * TOKENS, 16])
+        return gl.BlockedLayout([1, 16], [32, 1], [2 * GROUPS, 1], [1, 0])
+
+    @gluon.jit
+    def _gluon_mxfp4_tile_scales(sc_ptr, start, hi, stride_sr, stride_sc, ARCH: gl.constexpr, GROUPS: gl.constexpr,
+                                 TOKENS: gl.constexpr):
+        # All the scale bytes of the tile at `start`, in the layouts their products take:
+        # (K's nope [G*T, 16], K's rope [G*T, 2], V's four 128-column chunks [G, T, 4]).
+        # The loop reads them one tile ahead, after the ring's wait: a register load issued
+        # between the copies of two tiles would make the wait for the older tile wait for
+        # it, and using one issued after the newer tile's copies would drain those copies.
+        BLOCK_N: gl.constexpr = GROUPS * TOKENS
+        ROPE: gl.constexpr = gl.SliceLayout(2, _gluon_mxfp4_words_layout(ARCH, GROUPS, 3))
+        VALUES: gl.constexpr = gl.SliceLayout(3, _gluon_mxfp4_words_layout(ARCH, GROUPS, 4))
+        keys = _gluon_mxfp4_row_scales(sc_ptr, start, hi, stride_sr, stride_sc, 0, 16, BLOCK_N,
+                                       _gluon_mxfp4_key_scales_layout(ARCH, GROUPS, TOKENS), ARCH)
+        rope = _gluon_mxfp4_row_scales(sc_ptr, start, hi, stride_sr, stride_sc, 16, 2, BLOCK_N, ROPE, ARCH)
+        v0 = _gluon_mxfp4_group_scales(sc_ptr, start, hi, stride_sr, stride_sc, 0, GROUPS, TOKENS, VALUES, ARCH)
+        v1 = _gluon_mxfp4_group_scales(sc_ptr, start, hi, stride_sr, stride_sc, 4, GROUPS, TOKENS, VALUES, ARCH)
+        v2 = _gluon_mxfp4_group_scales(sc_ptr, start, hi, stride_sr, stride_sc, 8, GROUPS, TOKENS, VALUES, ARCH)
+        v3 = _gluon_mxfp4_group_scales(sc_ptr, start, hi, stride_sr, stride_sc, 12, GROUPS, TOKENS, VALUES, ARCH)
+        return keys, rope, v0, v1, v2, v3
+
+    @gluon.jit
+    def _gluon_block_quarters(x):
+        # x [R, 16] (all 16 in one thread) -> its four [R, 4] column blocks, left to right.
+        ROWS: gl.constexpr = x.shape[0]
+        low, high = gl.split(x.reshape([ROWS, 2, 2, 4]).permute((0, 3, 1, 2)))  # [r, b, p1, p0] by p0
+        q0, q2 = gl.split(low)
+        q1, q3 = gl.split(high)
+        return q0, q1, q2, q3
+
+    @gluon.jit
+    def _gluon_read_stage(view, layout: gl.constexpr, ARCH: gl.constexpr):
+        # A read of a ring stage after the ring's wait. On gfx950 marked as synchronized by
+        # that wait, so the compiler does not also wait for the copies still in flight
+        # into the other stages (it cannot tell them apart and would drain them).
+        if ARCH == "cdna4":
+            return gl_cdna4.async_copy.load_shared_relaxed(view, layout)
+        else:
+            return view.load(layout)
+
     @gluon.jit
     def _gluon_mxfp4_rope_keys(rope_stage, rope_scales, ARCH: gl.constexpr, layout: gl.constexpr):
         # K's 64 rope dims [G*T, 64] bf16, decoded from a ring stage ([G, T, 32] bytes).
@@ -1472,7 +1520,7 @@ if GLUON_AVAILABLE:
         TOKENS: gl.constexpr = rope_stage.shape[1]
         WORDS: gl.constexpr = _gluon_mxfp4_words_layout(ARCH, GROUPS, 3)
         words = rope_stage._reinterpret(gl.uint32, [GROUPS, TOKENS, 8], rope_stage.layout)
-        words = words.reshape([GROUPS * TOKENS, 2, 4]).load(WORDS)
+        words = _gluon_read_stage(words.reshape([GROUPS * TOKENS, 2, 4]), WORDS, ARCH)
         scales = gl.expand_dims(gl.convert_layout(rope_scales, gl.SliceLayout(2, WORDS)), 2)
         k = _gluon_e2m1_decode(words, scales, ARCH).reshape([GROUPS * TOKENS, 64])
         return gl.convert_layout(k, layout)
@@ -1483,7 +1531,7 @@ if GLUON_AVAILABLE:
         # K's dims 128*PART.. [G*T, 128] bf16, decoded from a ring stage viewed as
         # [G*T, 16 blocks, 4] words (the NVIDIA twin's scores).
         ROWS: gl.constexpr = nope_words.shape[0]
-        words = nope_words.slice(4 * PART, 4, dim=1).load(_gluon_mxfp4_words_layout(ARCH, GROUPS, 3))
+        words = _gluon_read_stage(nope_words.slice(4 * PART, 4, dim=1), _gluon_mxfp4_words_layout(ARCH, GROUPS, 3), ARCH)
         k = _gluon_e2m1_decode(words, gl.expand_dims(scales, 2), ARCH).reshape([ROWS, 128])
         return gl.convert_layout(k, layout)
 
@@ -1495,7 +1543,7 @@ if GLUON_AVAILABLE:
         TOKENS: gl.constexpr = nope_stage.shape[1]
         WORDS: gl.constexpr = _gluon_mxfp4_words_layout(ARCH, GROUPS, 4)
         words = nope_stage._reinterpret(gl.uint32, [GROUPS, TOKENS, 64], nope_stage.layout)
-        words = words.reshape([GROUPS, TOKENS, 16, 4]).slice(4 * CHUNK, 4, dim=2).load(WORDS)
+        words = _gluon_read_stage(words.reshape([GROUPS, TOKENS, 16, 4]).slice(4 * CHUNK, 4, dim=2), WORDS, ARCH)
         scales = gl.expand_dims(gl.convert_layout(scales, gl.SliceLayout(3, WORDS)), 3)
         v = _gluon_e2m1_decode(words, scales, ARCH).reshape([GROUPS, TOKENS, 128])
         return gl.convert_layout(v, layout)
@@ -1532,51 +1580,39 @@ if GLUON_AVAILABLE:
             return q_t, 0, q_pe_t
 
     @gluon.jit
-    def _gluon_mxfp4_scores(q_t, q_t_scales, q_pe_t, nope, rope, sc_ptr, start, hi, stride_sr, stride_sc,
-                            ARCH: gl.constexpr):
+    def _gluon_mxfp4_scores(q_t, q_t_scales, q_pe_t, nope, rope, key_scales, rope_scales, ARCH: gl.constexpr):
         # The tile's scores [G, 16, T] (softmax layout, not yet scaled by qk_scale) from one
-        # ring stage (nope [G, T, 256] and rope [G, T, 32] bytes).
+        # ring stage (nope [G, T, 256] and rope [G, T, 32] bytes) and its scale bytes.
         GROUPS: gl.constexpr = nope.shape[0]
         TOKENS: gl.constexpr = nope.shape[1]
         BLOCK_N: gl.constexpr = GROUPS * TOKENS
         SCORE: gl.constexpr = _gluon_mxfp4_score_layout(ARCH, GROUPS, TOKENS, 32)
         K_WIDTH: gl.constexpr = 8 if ARCH == "cdna4" else 2
-        WORD_SCALES: gl.constexpr = gl.SliceLayout(2, _gluon_mxfp4_words_layout(ARCH, GROUPS, 3))
-        rope_scales = _gluon_mxfp4_row_scales(sc_ptr, start, hi, stride_sr, stride_sc, 16, 2, BLOCK_N, WORD_SCALES,
-                                              ARCH)
         k_pe = _gluon_mxfp4_rope_keys(rope, rope_scales, ARCH, gl.DotOperandLayout(0, SCORE, K_WIDTH))
         if ARCH == "cdna4":
             SCALED: gl.constexpr = _gluon_mxfp4_score_layout(ARCH, GROUPS, TOKENS, 128)
-            K_OPERAND: gl.constexpr = gl.DotOperandLayout(0, SCALED, 16)
-            k_scales = _gluon_mxfp4_row_scales(sc_ptr, start, hi, stride_sr, stride_sc, 0, 16, BLOCK_N,
-                                               gl_cdna4.get_mfma_scale_layout(K_OPERAND, [BLOCK_N, 16]), ARCH)
-            codes = gl_cdna4.async_copy.load_shared_relaxed(nope.reshape([BLOCK_N, 256]), K_OPERAND)
-            s = gl_cdna4.mfma_scaled(codes, k_scales, "e2m1", q_t, q_t_scales, "e4m3",
+            codes = _gluon_read_stage(nope.reshape([BLOCK_N, 256]), gl.DotOperandLayout(0, SCALED, 16), ARCH)
+            s = gl_cdna4.mfma_scaled(codes, key_scales, "e2m1", q_t, q_t_scales, "e4m3",
                                      gl.zeros([BLOCK_N, 16], gl.float32, SCALED))
             s = _gluon_mma(k_pe, q_pe_t, gl.convert_layout(s, SCORE), ARCH)
         else:
             s = _gluon_mma(k_pe, q_pe_t, gl.zeros([BLOCK_N, 16], gl.float32, SCORE), ARCH)
             words = nope._reinterpret(gl.uint32, [GROUPS, TOKENS, 64], nope.layout).reshape([BLOCK_N, 16, 4])
+            WORD_SCALES: gl.constexpr = gl.SliceLayout(2, _gluon_mxfp4_words_layout(ARCH, GROUPS, 3))
+            part_scales = _gluon_block_quarters(key_scales)
             for part in gl.static_range(4):
-                scales = _gluon_mxfp4_row_scales(sc_ptr, start, hi, stride_sr, stride_sc, 4 * part, 4, BLOCK_N,
-                                                 WORD_SCALES, ARCH)
-                k = _gluon_mxfp4_nope_keys(words, scales, part, GROUPS, ARCH,
-                                           gl.DotOperandLayout(0, SCORE, K_WIDTH))
+                k = _gluon_mxfp4_nope_keys(words, gl.convert_layout(part_scales[part], WORD_SCALES), part, GROUPS,
+                                           ARCH, gl.DotOperandLayout(0, SCORE, K_WIDTH))
                 s = _gluon_mma(k, q_t.slice(128 * part, 128, dim=0).load(gl.DotOperandLayout(1, SCORE, K_WIDTH)), s,
                                ARCH)
         MMA: gl.constexpr = _gluon_mma_layout(ARCH, GROUPS)
         return gl.convert_layout(s.reshape([GROUPS, TOKENS, 16]).permute((0, 2, 1)), MMA)
 
     @gluon.jit
-    def _gluon_mxfp4_value_chunk(acc, alpha, p, nope, sc_ptr, start, hi, stride_sr, stride_sc, CHUNK: gl.constexpr,
-                                 ARCH: gl.constexpr):
+    def _gluon_mxfp4_value_chunk(acc, alpha, p, nope, scales, CHUNK: gl.constexpr, ARCH: gl.constexpr):
         # acc [G, 16, 128] * alpha + P . V over V's columns 128*CHUNK.. of the tile.
         GROUPS: gl.constexpr = nope.shape[0]
-        TOKENS: gl.constexpr = nope.shape[1]
         MMA: gl.constexpr = _gluon_mma_layout(ARCH, GROUPS)
-        SCALES: gl.constexpr = gl.SliceLayout(3, _gluon_mxfp4_words_layout(ARCH, GROUPS, 4))
-        scales = _gluon_mxfp4_group_scales(sc_ptr, start, hi, stride_sr, stride_sc, 4 * CHUNK, GROUPS, TOKENS, SCALES,
-                                           ARCH)
         v = _gluon_mxfp4_values(nope, scales, CHUNK, ARCH, gl.DotOperandLayout(1, MMA, 8 if ARCH == "cdna4" else 2))
         return _gluon_mma(p, v, acc * alpha, ARCH)
 
@@ -1605,23 +1641,27 @@ if GLUON_AVAILABLE:
         acc1 = gl.zeros([GROUPS, 16, 128], gl.float32, MMA)
         acc2 = gl.zeros([GROUPS, 16, 128], gl.float32, MMA)
         acc3 = gl.zeros([GROUPS, 16, 128], gl.float32, MMA)
+        k_sc, pe_sc, v_sc0, v_sc1, v_sc2, v_sc3 = _gluon_mxfp4_tile_scales(sc_ptr, lo, hi, stride_sr, stride_sc, ARCH,
+                                                                           GROUPS, TOKENS)
         tile = 0
         for start in range(lo, hi, BLOCK_N):
             ahead = (tile + STAGES - 1) % STAGES
             _gluon_copy_tile(nope_ring.index(ahead), rope_ring.index(ahead), kv_ptr, start + (STAGES - 1) * BLOCK_N,
                              hi, stride_kv, ARCH, GROUPS, TOKENS, NOPE_COPY, ROPE_COPY)
             _gluon_wait(STAGES - 1, ARCH)
+            next_scales = _gluon_mxfp4_tile_scales(sc_ptr, start + BLOCK_N, hi, stride_sr, stride_sc, ARCH, GROUPS,
+                                                   TOKENS)
             nope = nope_ring.index(tile % STAGES)
-            s = _gluon_mxfp4_scores(q_t, q_t_scales, q_pe_t, nope, rope_ring.index(tile % STAGES), sc_ptr, start, hi,
-                                    stride_sr, stride_sc, ARCH)
+            s = _gluon_mxfp4_scores(q_t, q_t_scales, q_pe_t, nope, rope_ring.index(tile % STAGES), k_sc, pe_sc, ARCH)
             s = gl.where(_gluon_row_ok(start, hi, GROUPS, TOKENS, MMA), s * qk_scale, float("-inf"))  # log2 domain
             p, alpha, m_i, l_i = _gluon_softmax_step(s, m_i, l_i)
             p = gl.convert_layout(p.to(gl.bfloat16), gl.DotOperandLayout(0, MMA, 8 if ARCH == "cdna4" else 2))
             alpha = gl.expand_dims(alpha, 2)
-            acc0 = _gluon_mxfp4_value_chunk(acc0, alpha, p, nope, sc_ptr, start, hi, stride_sr, stride_sc, 0, ARCH)
-            acc1 = _gluon_mxfp4_value_chunk(acc1, alpha, p, nope, sc_ptr, start, hi, stride_sr, stride_sc, 1, ARCH)
-            acc2 = _gluon_mxfp4_value_chunk(acc2, alpha, p, nope, sc_ptr, start, hi, stride_sr, stride_sc, 2, ARCH)
-            acc3 = _gluon_mxfp4_value_chunk(acc3, alpha, p, nope, sc_ptr, start, hi, stride_sr, stride_sc, 3, ARCH)
+            acc0 = _gluon_mxfp4_value_chunk(acc0, alpha, p, nope, v_sc0, 0, ARCH)
+            acc1 = _gluon_mxfp4_value_chunk(acc1, alpha, p, nope, v_sc1, 1, ARCH)
+            acc2 = _gluon_mxfp4_value_chunk(acc2, alpha, p, nope, v_sc2, 2, ARCH)
+            acc3 = _gluon_mxfp4_value_chunk(acc3, alpha, p, nope, v_sc3, 3, ARCH)
+            k_sc, pe_sc, v_sc0, v_sc1, v_sc2, v_sc3 = next_scales
             tile += 1
         _gluon_wait(0, ARCH)  # no copy outlives the program
         return acc0, acc1, acc2, acc3, m_i, l_i
