@@ -1352,7 +1352,8 @@ if GLUON_AVAILABLE:
     # ---- MXFP4 ----
     # The MXFP4 decode on the same ring, bounds, softmax, merge and store. What differs from
     # fp8 is the products. Q.K^T runs with the tile's rows as M ([G*T, 16], each group's
-    # rows on its own waves), then goes to the [G, 16, T] layout of the softmax:
+    # rows on its own waves); the softmax then takes the scores as [G, 16, T] (a reshape
+    # and a permute: no data moves).
     #   cdna4: cdna4.mfma_scaled, the e2m1 codes straight from the ring stage against Q
     #          in e4m3 (a power-of-two scale per head, whose inverse is Q's e8m0 block
     #          scale, as _attend_mxfp4_waves), with the cache's e8m0 scales; the 64 rope
@@ -1362,10 +1363,16 @@ if GLUON_AVAILABLE:
     #          bf16 (the twin's scores are the bf16 form's, a little more precise).
     # V's block scales run along the output columns, so P.V is a bf16 product on decoded
     # values, 128 columns at a time (four accumulators): decoded by gfx950's convert
-    # (v_cvt_scalef32_pk_bf16_fp4, one instruction a byte) or by bit operations.
+    # (v_cvt_scalef32_pk_bf16_fp4, one instruction a byte, two columns of one row) or by
+    # bit operations; then rows are paired (one v_perm_b32 a register), since the MMA's
+    # operand holds consecutive rows (its K) together. Two free reorderings make every
+    # operand the MMA's own layout on gfx950 (checked at compile time: assert_trivial):
+    # a V chunk's columns go to the MMA's N in the order 16c + r for column 8r + c (a lane
+    # decodes one word, 8 columns, of its rows), put back after the loop; and the tile's
+    # rows go to P.V's K in the order the score MFMA leaves them in P (_gluon_k_order).
     # The scale bytes are read straight from the scale tensor through its strides
     # (trimmed (rows, 18) or padded rows are not 4-byte aligned, so not copied to LDS):
-    # buffer loads on gfx950, rows clamped and masked like the copies.
+    # buffer loads on gfx950, rows clamped and masked like the copies, one tile ahead.
     @gluon.constexpr_function
     def _gluon_mxfp4_score_layout(ARCH, GROUPS, TOKENS, K):
         # Q.K^T as [G*T rows, 16 heads]: group g's T rows on its own waves (two warps on NVIDIA).
@@ -1375,21 +1382,73 @@ if GLUON_AVAILABLE:
         return gl.NVMMADistributedLayout(version=[2, 0], warps_per_cta=[2 * GROUPS, 1], instr_shape=[16, 8])
 
     @gluon.constexpr_function
-    def _gluon_mxfp4_words_layout(ARCH, GROUPS, RANK):
-        # Code words [..., rows, blocks, 4] (a 32-element block is 4 words): a thread holds
-        # one block of one row (one 16-byte shared-memory read); RANK 3: [G*T, blocks, 4],
-        # RANK 4: [G, T, blocks, 4] with the group axis on its own warps.
-        lanes = 64 if ARCH == "cdna4" else 32
-        warps = GROUPS if ARCH == "cdna4" else 2 * GROUPS
-        if RANK == 3:
-            return gl.BlockedLayout([1, 1, 4], [lanes // 4, 4, 1], [warps, 1, 1], [2, 1, 0])
-        return gl.BlockedLayout([1, 1, 1, 4], [1, lanes // 4, 4, 1], [GROUPS, warps // GROUPS, 1, 1], [3, 2, 1, 0])
+    def _gluon_group_bases(GROUPS, STRIDE, RANK, AXIS):
+        # Linear-layout bases putting the group index, times STRIDE, on the warps.
+        bases = []
+        for bit in range(GROUPS.bit_length() - 1):
+            basis = [0] * RANK
+            basis[AXIS] = STRIDE << bit
+            bases.append(basis)
+        return bases
+
+    @gluon.constexpr_function
+    def _gluon_mxfp4_value_words_layout(ARCH, GROUPS):
+        # A V chunk's code words [G, 32 rows, 16 words]. cdna4: lane l decodes word l % 16 of
+        # rows 4 (l // 16) + {0, 1, 2, 3, 16, 17, 18, 19}: after the pairing of rows, the
+        # P.V operand's own registers (with _gluon_k_order and the 16c + r column order).
+        if ARCH == "cdna4":
+            return gl.DistributedLinearLayout(
+                reg_bases=[[0, 1, 0], [0, 2, 0], [0, 16, 0]],
+                lane_bases=[[0, 0, 1], [0, 0, 2], [0, 0, 4], [0, 0, 8], [0, 4, 0], [0, 8, 0]],
+                warp_bases=_gluon_group_bases(GROUPS, 1, 3, 0), block_bases=[], shape=[GROUPS, 32, 16])
+        return gl.BlockedLayout([1, 2, 4], [1, 8, 4], [GROUPS, 2, 1], [2, 1, 0])
+
+    @gluon.constexpr_function
+    def _gluon_mxfp4_block_words_layout(WORDS):
+        # WORDS [G, T, 16] with each element's 4 words of its block [G, T, 16, 4] in one
+        # thread (a 16-byte shared-memory read).
+        if isinstance(WORDS, gl.BlockedLayout):
+            return gl.BlockedLayout(WORDS.size_per_thread + [4], WORDS.threads_per_warp + [1],
+                                    WORDS.warps_per_cta + [1], [3, 2, 1, 0])
+        return gl.DistributedLinearLayout(
+            reg_bases=[[0, 0, 0, 1], [0, 0, 0, 2]] + [basis + [0] for basis in WORDS.reg_bases],
+            lane_bases=[basis + [0] for basis in WORDS.lane_bases],
+            warp_bases=[basis + [0] for basis in WORDS.warp_bases], block_bases=[], shape=WORDS.shape + [4])
+
+    @gluon.constexpr_function
+    def _gluon_mxfp4_rope_words_layout(ARCH, GROUPS):
+        # The rope dims' code words [G*32 rows, 8 words]. cdna4: lane l decodes words
+        # l // 16 and 4 + l // 16 of rows l % 16 and 16 + l % 16 of its group: the score
+        # MFMA's left operand (8 consecutive dims a lane) as decoded.
+        if ARCH == "cdna4":
+            return gl.DistributedLinearLayout(
+                reg_bases=[[0, 4], [16, 0]], lane_bases=[[1, 0], [2, 0], [4, 0], [8, 0], [0, 1], [0, 2]],
+                warp_bases=_gluon_group_bases(GROUPS, 32, 2, 0), block_bases=[], shape=[GROUPS * 32, 8])
+        return gl.BlockedLayout([1, 8], [32, 1], [2 * GROUPS, 1], [1, 0])
+
+    @gluon.constexpr_function
+    def _gluon_mxfp4_key_scales_layout(ARCH, GROUPS, TOKENS):
+        # K's nope scale bytes: cdna4 [G*T, 16 blocks] as mfma_scaled takes them; ampere
+        # [G*T, 64 words], a row in one thread (split into the four 128-dim parts there).
+        if ARCH == "cdna4":
+            scaled = _gluon_mxfp4_score_layout(ARCH, GROUPS, TOKENS, 128)
+            return gl_cdna4.get_mfma_scale_layout(gl.DotOperandLayout(0, scaled, 16), [GROUPS * TOKENS, 16])
+        return gl.BlockedLayout([1, 64], [32, 1], [2 * GROUPS, 1], [1, 0])
+
+    @gluon.jit
+    def _gluon_axis2(N: gl.constexpr, AXIS: gl.constexpr, layout: gl.constexpr):
+        # arange(N) along AXIS of a rank-2 `layout`, shaped to broadcast ([N, 1] or [1, N]).
+        if AXIS == 0:
+            return gl.expand_dims(gl.arange(0, N, layout=gl.SliceLayout(1, layout)), 1)
+        else:
+            return gl.expand_dims(gl.arange(0, N, layout=gl.SliceLayout(0, layout)), 0)
 
     @gluon.jit
     def _gluon_e2m1_pairs(words, scales, ARCH: gl.constexpr):
-        # words uint32, four code bytes each; scales their blocks' e8m0 bytes (uint32, same
-        # shape) -> four uint32, byte j's two values in pairs_j as two bf16 (low half: the
-        # low nibble, the even column) times 2^(s-127), as _e2m1_words_to_pairs.
+        # words uint32, four code bytes each; scales their blocks' e8m0 bytes (same shape)
+        # -> four uint32, byte j's two values in pairs_j as two bf16 (low half: the low
+        # nibble, the even column) times 2^(s-127), as _e2m1_words_to_pairs.
+        scales = scales.to(gl.uint32)
         if ARCH == "cdna4":
             # gfx950's convert, op_sel picking the byte; the scale operand is the fp32 bits
             # s << 23 (s = 0 gives 0, not 2^-127: a block of scale byte 0, values below
@@ -1422,18 +1481,54 @@ if GLUON_AVAILABLE:
                 (pair >> 16).to(gl.uint16).to(gl.bfloat16, bitcast=True))
 
     @gluon.jit
+    def _gluon_join_bytes(b0, b1, b2, b3):
+        # Four tensors, one per byte j of a word -> [..., 2, 2] with j = 2 j1 + j0 last
+        # (each join appends the least significant index).
+        return gl.join(gl.join(b0, b2), gl.join(b1, b3))
+
+    @gluon.jit
     def _gluon_e2m1_decode(words, scales, ARCH: gl.constexpr):
-        # words [..., 4] uint32 (the 4 words of 32-element blocks), scales [..., 1] the
-        # blocks' e8m0 bytes -> bf16 [..., 4, 2, 2, 2]: word w, byte j, nibble n is element
-        # 8w + 2j + n (each join appends the least significant index: j1, j0, then n).
-        p0, p1, p2, p3 = _gluon_e2m1_pairs(words, gl.broadcast(scales.to(gl.uint32), words)[0], ARCH)
+        # words uint32 and their blocks' scale bytes (same shape) -> bf16 [..., 2, 2, 2]:
+        # byte j, nibble n of a word is its value 2j + n.
+        p0, p1, p2, p3 = _gluon_e2m1_pairs(words, scales, ARCH)
         lo0, hi0 = _gluon_bf16_halves(p0)
         lo1, hi1 = _gluon_bf16_halves(p1)
         lo2, hi2 = _gluon_bf16_halves(p2)
         lo3, hi3 = _gluon_bf16_halves(p3)
-        even = gl.join(gl.join(lo0, lo2), gl.join(lo1, lo3))
-        odd = gl.join(gl.join(hi0, hi2), gl.join(hi1, hi3))
-        return gl.join(even, odd)
+        return gl.join(_gluon_join_bytes(lo0, lo1, lo2, lo3), _gluon_join_bytes(hi0, hi1, hi2, hi3))
+
+    @gluon.jit
+    def _gluon_pair_rows(pairs):
+        # pairs [G, T, W] uint32 (two bf16 of one row, columns 2j and 2j + 1) -> the same
+        # values paired by rows (2i, 2i + 1) [G, T / 2, W]: column 2j's, column 2j + 1's
+        # (one v_perm_b32 each).
+        GROUPS: gl.constexpr = pairs.shape[0]
+        TOKENS: gl.constexpr = pairs.shape[1]
+        WORDS: gl.constexpr = pairs.shape[2]
+        even, odd = gl.split(pairs.reshape([GROUPS, TOKENS // 2, 2, WORDS]).permute((0, 1, 3, 2)))
+        return (even & 0xFFFF) | (odd << 16), (even >> 16) | (odd & 0xFFFF0000)
+
+    @gluon.jit
+    def _gluon_unpair_rows(pairs):
+        # [G, T / 2, W] uint32 of two rows' bf16 -> [G, T, W] bf16.
+        GROUPS: gl.constexpr = pairs.shape[0]
+        HALF: gl.constexpr = pairs.shape[1]
+        WORDS: gl.constexpr = pairs.shape[2]
+        even, odd = _gluon_bf16_halves(pairs)
+        return gl.join(even, odd).permute((0, 1, 3, 2)).reshape([GROUPS, 2 * HALF, WORDS])
+
+    @gluon.jit
+    def _gluon_k_order(x, AXIS: gl.constexpr):
+        # The tile's 32 rows of a group along AXIS (1 or 2 of a rank-3 tensor) in P.V's K
+        # order: K index 8g + 4h + i holds row 16h + 4g + i, the row the score MFMA leaves
+        # in lane group g, register i of tile h.
+        A: gl.constexpr = x.shape[0]
+        B: gl.constexpr = x.shape[1]
+        C: gl.constexpr = x.shape[2]
+        if AXIS == 1:
+            return x.reshape([A, 2, 4, 4, C]).permute((0, 2, 1, 3, 4)).reshape([A, B, C])
+        else:
+            return x.reshape([A, B, 2, 4, 4]).permute((0, 1, 3, 2, 4)).reshape([A, B, C])
 
     @gluon.jit
     def _gluon_load_bytes(base, offsets, mask, ARCH: gl.constexpr):
@@ -1445,60 +1540,53 @@ if GLUON_AVAILABLE:
             return gl.load(base + offsets, mask=mask, other=0)
 
     @gluon.jit
-    def _gluon_mxfp4_row_scales(sc_ptr, start, hi, stride_sr, stride_sc, FIRST: gl.constexpr,
-                                COUNT: gl.constexpr, ROWS: gl.constexpr, layout: gl.constexpr, ARCH: gl.constexpr):
-        # Scale bytes [ROWS, COUNT] of blocks FIRST.. of the tile's rows (rows past hi repeat
-        # row hi - 1; a tile wholly past hi reads nothing).
-        rows = gl.expand_dims(gl.arange(0, ROWS, layout=gl.SliceLayout(1, layout)), 1)
-        blocks = gl.expand_dims(gl.arange(0, COUNT, layout=gl.SliceLayout(0, layout)), 0) + FIRST
-        offsets = gl.minimum(rows, hi - 1 - start) * stride_sr + blocks * stride_sc
-        ok = rows < gl.where(start < hi, ROWS, 0)
-        return _gluon_load_bytes(sc_ptr + start.to(gl.int64) * stride_sr, offsets, ok, ARCH)
+    def _gluon_scale_bytes(sc_ptr, base_row, hi, stride_sr, stride_sc, rows, blocks, ARCH: gl.constexpr,
+                           MASKED: gl.constexpr):
+        # Scale bytes of rows base_row + `rows` x `blocks` (broadcast together); rows at or
+        # past hi repeat row hi - 1. MASKED: nothing is read unless base_row < hi; unmasked
+        # the caller guarantees base_row < hi (a masked load's select would make the loop
+        # wait for the load where it is issued).
+        offsets = gl.minimum(rows, hi - 1 - base_row) * stride_sr + blocks * stride_sc
+        base = sc_ptr + base_row.to(gl.int64) * stride_sr
+        if MASKED:
+            return _gluon_load_bytes(base, offsets, (rows >= 0) & (blocks >= 0) & (base_row < hi), ARCH)
+        elif ARCH == "cdna4":
+            return gl_cdna4.buffer_load(base, offsets)
+        else:
+            return gl.load(base + offsets)
 
     @gluon.jit
-    def _gluon_mxfp4_group_scales(sc_ptr, start, hi, stride_sr, stride_sc, FIRST: gl.constexpr,
-                                  GROUPS: gl.constexpr, TOKENS: gl.constexpr, layout: gl.constexpr,
-                                  ARCH: gl.constexpr):
-        # Scale bytes [G, T, 4] of blocks FIRST..FIRST+3 of the tile's rows, group-major.
-        rows = _gluon_axis(GROUPS, 0, layout) * TOKENS + _gluon_axis(TOKENS, 1, layout)
-        offsets = gl.minimum(rows, hi - 1 - start) * stride_sr + (_gluon_axis(4, 2, layout) + FIRST) * stride_sc
-        ok = rows < gl.where(start < hi, GROUPS * TOKENS, 0)
-        return _gluon_load_bytes(sc_ptr + start.to(gl.int64) * stride_sr, offsets, ok, ARCH)
-
-    @gluon.constexpr_function
-    def _gluon_mxfp4_key_scales_layout(ARCH, GROUPS, TOKENS):
-        # The nope dims' scale bytes [G*T, 16]: cdna4 as mfma_scaled takes them; ampere all
-        # 16 in one thread (split into the four 128-dim parts in registers).
-        if ARCH == "cdna4":
-            scaled = _gluon_mxfp4_score_layout(ARCH, GROUPS, TOKENS, 128)
-            return gl_cdna4.get_mfma_scale_layout(gl.DotOperandLayout(0, scaled, 16), [GROUPS * TOKENS, 16])
-        return gl.BlockedLayout([1, 16], [32, 1], [2 * GROUPS, 1], [1, 0])
-
-    @gluon.jit
-    def _gluon_mxfp4_tile_scales(sc_ptr, start, hi, stride_sr, stride_sc, ARCH: gl.constexpr, GROUPS: gl.constexpr,
-                                 TOKENS: gl.constexpr):
-        # All the scale bytes of the tile at `start`, in the layouts their products take:
-        # (K's nope [G*T, 16], K's rope [G*T, 2], V's four 128-column chunks [G, T, 4]).
-        # The loop reads them one tile ahead, after the ring's wait: a register load issued
-        # between the copies of two tiles would make the wait for the older tile wait for
-        # it, and using one issued after the newer tile's copies would drain those copies.
+    def _gluon_mxfp4_tile_scales(sc_ptr, base_row, ahead, hi, stride_sr, stride_sc, ARCH: gl.constexpr,
+                                 GROUPS: gl.constexpr, TOKENS: gl.constexpr, MASKED: gl.constexpr):
+        # The scale bytes of the tile at base_row + ahead in the layouts their products take: K's
+        # nope part, one per word of K's rope part [G*T, 8], V's 16 blocks [G, T, 16] (a
+        # lane decodes one word of each block, _gluon_mxfp4_values). The loop reads them one tile ahead, after the
+        # ring's wait: a register load issued between two tiles' copies would hold up the
+        # wait for the older tile, and one read just after the newer tile's copies were
+        # issued would wait for those copies as well (loads complete in order).
         BLOCK_N: gl.constexpr = GROUPS * TOKENS
-        ROPE: gl.constexpr = gl.SliceLayout(2, _gluon_mxfp4_words_layout(ARCH, GROUPS, 3))
-        VALUES: gl.constexpr = gl.SliceLayout(3, _gluon_mxfp4_words_layout(ARCH, GROUPS, 4))
-        keys = _gluon_mxfp4_row_scales(sc_ptr, start, hi, stride_sr, stride_sc, 0, 16, BLOCK_N,
-                                       _gluon_mxfp4_key_scales_layout(ARCH, GROUPS, TOKENS), ARCH)
-        rope = _gluon_mxfp4_row_scales(sc_ptr, start, hi, stride_sr, stride_sc, 16, 2, BLOCK_N, ROPE, ARCH)
-        v0 = _gluon_mxfp4_group_scales(sc_ptr, start, hi, stride_sr, stride_sc, 0, GROUPS, TOKENS, VALUES, ARCH)
-        v1 = _gluon_mxfp4_group_scales(sc_ptr, start, hi, stride_sr, stride_sc, 4, GROUPS, TOKENS, VALUES, ARCH)
-        v2 = _gluon_mxfp4_group_scales(sc_ptr, start, hi, stride_sr, stride_sc, 8, GROUPS, TOKENS, VALUES, ARCH)
-        v3 = _gluon_mxfp4_group_scales(sc_ptr, start, hi, stride_sr, stride_sc, 12, GROUPS, TOKENS, VALUES, ARCH)
-        return keys, rope, v0, v1, v2, v3
+        KEYS: gl.constexpr = _gluon_mxfp4_key_scales_layout(ARCH, GROUPS, TOKENS)
+        ROPE: gl.constexpr = _gluon_mxfp4_rope_words_layout(ARCH, GROUPS)
+        VALUES: gl.constexpr = _gluon_mxfp4_value_words_layout(ARCH, GROUPS)
+        if ARCH == "cdna4":
+            key_blocks = _gluon_axis2(16, 1, KEYS)
+        else:
+            key_blocks = _gluon_axis2(64, 1, KEYS) // 4
+        keys = _gluon_scale_bytes(sc_ptr, base_row, hi, stride_sr, stride_sc, ahead + _gluon_axis2(BLOCK_N, 0, KEYS),
+                                  key_blocks, ARCH, MASKED)
+        rope = _gluon_scale_bytes(sc_ptr, base_row, hi, stride_sr, stride_sc, ahead + _gluon_axis2(BLOCK_N, 0, ROPE),
+                                  16 + _gluon_axis2(8, 1, ROPE) // 4, ARCH, MASKED)
+        rows = ahead + _gluon_axis(GROUPS, 0, VALUES) * TOKENS + _gluon_axis(TOKENS, 1, VALUES)
+        values = _gluon_scale_bytes(sc_ptr, base_row, hi, stride_sr, stride_sc, rows, _gluon_axis(16, 2, VALUES),
+                                    ARCH, MASKED)
+        return keys, rope, values
 
     @gluon.jit
-    def _gluon_block_quarters(x):
-        # x [R, 16] (all 16 in one thread) -> its four [R, 4] column blocks, left to right.
+    def _gluon_column_quarters(x):
+        # x [R, 4Q] (a row in one thread) -> its four [R, Q] column blocks, left to right.
         ROWS: gl.constexpr = x.shape[0]
-        low, high = gl.split(x.reshape([ROWS, 2, 2, 4]).permute((0, 3, 1, 2)))  # [r, b, p1, p0] by p0
+        QUARTER: gl.constexpr = x.shape[1] // 4
+        low, high = gl.split(x.reshape([ROWS, 2, 2, QUARTER]).permute((0, 3, 1, 2)))  # [r, c, p1, p0] by p0
         q0, q2 = gl.split(low)
         q1, q3 = gl.split(high)
         return q0, q1, q2, q3
@@ -1515,38 +1603,50 @@ if GLUON_AVAILABLE:
 
     @gluon.jit
     def _gluon_mxfp4_rope_keys(rope_stage, rope_scales, ARCH: gl.constexpr, layout: gl.constexpr):
-        # K's 64 rope dims [G*T, 64] bf16, decoded from a ring stage ([G, T, 32] bytes).
+        # K's 64 rope dims [G*T, 64] bf16 from a ring stage ([G, T, 32] bytes), as `layout`.
         GROUPS: gl.constexpr = rope_stage.shape[0]
         TOKENS: gl.constexpr = rope_stage.shape[1]
-        WORDS: gl.constexpr = _gluon_mxfp4_words_layout(ARCH, GROUPS, 3)
         words = rope_stage._reinterpret(gl.uint32, [GROUPS, TOKENS, 8], rope_stage.layout)
-        words = _gluon_read_stage(words.reshape([GROUPS * TOKENS, 2, 4]), WORDS, ARCH)
-        scales = gl.expand_dims(gl.convert_layout(rope_scales, gl.SliceLayout(2, WORDS)), 2)
-        k = _gluon_e2m1_decode(words, scales, ARCH).reshape([GROUPS * TOKENS, 64])
-        return gl.convert_layout(k, layout)
+        words = _gluon_read_stage(words.reshape([GROUPS * TOKENS, 8]), _gluon_mxfp4_rope_words_layout(ARCH, GROUPS),
+                                  ARCH)
+        k = _gluon_e2m1_decode(words, rope_scales, ARCH).reshape([GROUPS * TOKENS, 64])
+        return gl.convert_layout(k, layout, assert_trivial=ARCH == "cdna4")
 
     @gluon.jit
-    def _gluon_mxfp4_nope_keys(nope_words, scales, PART: gl.constexpr, GROUPS: gl.constexpr, ARCH: gl.constexpr,
-                               layout: gl.constexpr):
-        # K's dims 128*PART.. [G*T, 128] bf16, decoded from a ring stage viewed as
-        # [G*T, 16 blocks, 4] words (the NVIDIA twin's scores).
-        ROWS: gl.constexpr = nope_words.shape[0]
-        words = _gluon_read_stage(nope_words.slice(4 * PART, 4, dim=1), _gluon_mxfp4_words_layout(ARCH, GROUPS, 3), ARCH)
-        k = _gluon_e2m1_decode(words, gl.expand_dims(scales, 2), ARCH).reshape([ROWS, 128])
-        return gl.convert_layout(k, layout)
-
-    @gluon.jit
-    def _gluon_mxfp4_values(nope_stage, scales, CHUNK: gl.constexpr, ARCH: gl.constexpr, layout: gl.constexpr):
-        # V's columns 128*CHUNK.. [G, T, 128] bf16, decoded from a ring stage ([G, T, 256]
-        # bytes) with those columns' scale bytes [G, T, 4].
+    def _gluon_mxfp4_value_words(nope_stage, ARCH: gl.constexpr):
+        # V's code words of the tile from a ring stage ([G, T, 256] bytes) as its four
+        # chunks [G, T, 16]: chunk c holds word 4r + c of each row at r, so a lane's word
+        # in every chunk lies in the same 32-column block r (one scale byte a row).
         GROUPS: gl.constexpr = nope_stage.shape[0]
         TOKENS: gl.constexpr = nope_stage.shape[1]
-        WORDS: gl.constexpr = _gluon_mxfp4_words_layout(ARCH, GROUPS, 4)
-        words = nope_stage._reinterpret(gl.uint32, [GROUPS, TOKENS, 64], nope_stage.layout)
-        words = _gluon_read_stage(words.reshape([GROUPS, TOKENS, 16, 4]).slice(4 * CHUNK, 4, dim=2), WORDS, ARCH)
-        scales = gl.expand_dims(gl.convert_layout(scales, gl.SliceLayout(3, WORDS)), 3)
-        v = _gluon_e2m1_decode(words, scales, ARCH).reshape([GROUPS, TOKENS, 128])
-        return gl.convert_layout(v, layout)
+        words = nope_stage._reinterpret(gl.uint32, [GROUPS, TOKENS, 64], nope_stage.layout).reshape([GROUPS, TOKENS, 16, 4])
+        WORDS: gl.constexpr = _gluon_mxfp4_value_words_layout(ARCH, GROUPS)
+        words = _gluon_read_stage(words, _gluon_mxfp4_block_words_layout(WORDS), ARCH)
+        low, high = gl.split(words.reshape([GROUPS, TOKENS, 16, 2, 2]))  # by c0
+        w0, w2 = gl.split(low)  # by c1
+        w1, w3 = gl.split(high)
+        TRIVIAL: gl.constexpr = ARCH == "cdna4"
+        return (gl.convert_layout(w0, WORDS, assert_trivial=TRIVIAL), gl.convert_layout(w1, WORDS, assert_trivial=TRIVIAL),
+                gl.convert_layout(w2, WORDS, assert_trivial=TRIVIAL), gl.convert_layout(w3, WORDS, assert_trivial=TRIVIAL))
+
+    @gluon.jit
+    def _gluon_mxfp4_values(words, scales, ARCH: gl.constexpr, layout: gl.constexpr):
+        # One V chunk's code words [G, T, 16] and their blocks' scale bytes (same shape) ->
+        # P.V's right operand [G, T, 128] in bf16: rows in _gluon_k_order, value c' of
+        # the word at r at 16c' + r.
+        GROUPS: gl.constexpr = words.shape[0]
+        TOKENS: gl.constexpr = words.shape[1]
+        p0, p1, p2, p3 = _gluon_e2m1_pairs(words, scales, ARCH)
+        lo0, hi0 = _gluon_pair_rows(p0)
+        lo1, hi1 = _gluon_pair_rows(p1)
+        lo2, hi2 = _gluon_pair_rows(p2)
+        lo3, hi3 = _gluon_pair_rows(p3)
+        low = _gluon_join_bytes(_gluon_unpair_rows(lo0), _gluon_unpair_rows(lo1), _gluon_unpair_rows(lo2),
+                                _gluon_unpair_rows(lo3))
+        high = _gluon_join_bytes(_gluon_unpair_rows(hi0), _gluon_unpair_rows(hi1), _gluon_unpair_rows(hi2),
+                                 _gluon_unpair_rows(hi3))
+        v = gl.join(low, high).reshape([GROUPS, TOKENS, 16, 8]).permute((0, 1, 3, 2)).reshape([GROUPS, TOKENS, 128])
+        return gl.convert_layout(_gluon_k_order(v, 1), layout, assert_trivial=ARCH == "cdna4")
 
     @gluon.jit
     def _gluon_mxfp4_q_operands(q_ptr, q_row, stride_q_tok, stride_q_head, ARCH: gl.constexpr, GROUPS: gl.constexpr,
@@ -1559,10 +1659,10 @@ if GLUON_AVAILABLE:
         LANES: gl.constexpr = 64 if ARCH == "cdna4" else 32
         QL: gl.constexpr = gl.BlockedLayout([1, 8], [1, LANES], [1, 64 // LANES * GROUPS], [1, 0])
         SCORE: gl.constexpr = _gluon_mxfp4_score_layout(ARCH, GROUPS, TOKENS, 32)
-        heads = gl.expand_dims(gl.arange(0, 16, layout=gl.SliceLayout(1, QL)), 1)
+        heads = _gluon_axis2(16, 0, QL)
         q_base = q_ptr + q_row.to(gl.int64) * stride_q_tok + heads * stride_q_head
-        q_nope = gl.load(q_base + gl.expand_dims(gl.arange(0, 512, layout=gl.SliceLayout(0, QL)), 0))
-        q_pe = gl.load(q_base + 512 + gl.expand_dims(gl.arange(0, 64, layout=gl.SliceLayout(0, QL)), 0))
+        q_nope = gl.load(q_base + _gluon_axis2(512, 1, QL))
+        q_pe = gl.load(q_base + 512 + _gluon_axis2(64, 1, QL))
         q_pe_t = gl.convert_layout(q_pe.permute((1, 0)), gl.DotOperandLayout(1, SCORE, 8 if ARCH == "cdna4" else 2))
         if ARCH == "cdna4":
             SCALED: gl.constexpr = _gluon_mxfp4_score_layout(ARCH, GROUPS, TOKENS, 128)
@@ -1581,8 +1681,8 @@ if GLUON_AVAILABLE:
 
     @gluon.jit
     def _gluon_mxfp4_scores(q_t, q_t_scales, q_pe_t, nope, rope, key_scales, rope_scales, ARCH: gl.constexpr):
-        # The tile's scores [G, 16, T] (softmax layout, not yet scaled by qk_scale) from one
-        # ring stage (nope [G, T, 256] and rope [G, T, 32] bytes) and its scale bytes.
+        # The tile's scores [G*T, 16] (not yet scaled by qk_scale) from one ring stage (nope
+        # [G, T, 256] and rope [G, T, 32] bytes) and its scale bytes.
         GROUPS: gl.constexpr = nope.shape[0]
         TOKENS: gl.constexpr = nope.shape[1]
         BLOCK_N: gl.constexpr = GROUPS * TOKENS
@@ -1594,84 +1694,122 @@ if GLUON_AVAILABLE:
             codes = _gluon_read_stage(nope.reshape([BLOCK_N, 256]), gl.DotOperandLayout(0, SCALED, 16), ARCH)
             s = gl_cdna4.mfma_scaled(codes, key_scales, "e2m1", q_t, q_t_scales, "e4m3",
                                      gl.zeros([BLOCK_N, 16], gl.float32, SCALED))
-            s = _gluon_mma(k_pe, q_pe_t, gl.convert_layout(s, SCORE), ARCH)
+            return _gluon_mma(k_pe, q_pe_t, gl.convert_layout(s, SCORE, assert_trivial=True), ARCH)
         else:
             s = _gluon_mma(k_pe, q_pe_t, gl.zeros([BLOCK_N, 16], gl.float32, SCORE), ARCH)
-            words = nope._reinterpret(gl.uint32, [GROUPS, TOKENS, 64], nope.layout).reshape([BLOCK_N, 16, 4])
-            WORD_SCALES: gl.constexpr = gl.SliceLayout(2, _gluon_mxfp4_words_layout(ARCH, GROUPS, 3))
-            part_scales = _gluon_block_quarters(key_scales)
+            WORDS: gl.constexpr = gl.BlockedLayout([1, 16], [32, 1], [2 * GROUPS, 1], [1, 0])
+            words = nope._reinterpret(gl.uint32, [GROUPS, TOKENS, 64], nope.layout).reshape([BLOCK_N, 64])
+            part_scales = _gluon_column_quarters(key_scales)
             for part in gl.static_range(4):
-                k = _gluon_mxfp4_nope_keys(words, gl.convert_layout(part_scales[part], WORD_SCALES), part, GROUPS,
-                                           ARCH, gl.DotOperandLayout(0, SCORE, K_WIDTH))
+                part_words = _gluon_read_stage(words.slice(16 * part, 16, dim=1), WORDS, ARCH)
+                k = _gluon_e2m1_decode(part_words, gl.convert_layout(part_scales[part], WORDS), ARCH)
+                k = gl.convert_layout(k.reshape([BLOCK_N, 128]), gl.DotOperandLayout(0, SCORE, K_WIDTH))
                 s = _gluon_mma(k, q_t.slice(128 * part, 128, dim=0).load(gl.DotOperandLayout(1, SCORE, K_WIDTH)), s,
                                ARCH)
-        MMA: gl.constexpr = _gluon_mma_layout(ARCH, GROUPS)
-        return gl.convert_layout(s.reshape([GROUPS, TOKENS, 16]).permute((0, 2, 1)), MMA)
+            return s
 
     @gluon.jit
-    def _gluon_mxfp4_value_chunk(acc, alpha, p, nope, scales, CHUNK: gl.constexpr, ARCH: gl.constexpr):
-        # acc [G, 16, 128] * alpha + P . V over V's columns 128*CHUNK.. of the tile.
-        GROUPS: gl.constexpr = nope.shape[0]
+    def _gluon_group_view(s):
+        # Scores [G*T, 16] -> [G, 16, T] (no data moves).
+        GROUPS: gl.constexpr = s.shape[0] // 32
+        return s.reshape([GROUPS, 32, 16]).permute((0, 2, 1))
+
+    @gluon.jit
+    def _gluon_mxfp4_value_chunk(acc, alpha, p, words, scales, ARCH: gl.constexpr):
+        # acc [G, 16, 128] * alpha + P . V over one chunk of V (_gluon_mxfp4_value_words).
+        GROUPS: gl.constexpr = words.shape[0]
         MMA: gl.constexpr = _gluon_mma_layout(ARCH, GROUPS)
-        v = _gluon_mxfp4_values(nope, scales, CHUNK, ARCH, gl.DotOperandLayout(1, MMA, 8 if ARCH == "cdna4" else 2))
+        v = _gluon_mxfp4_values(words, scales, ARCH, gl.DotOperandLayout(1, MMA, 8 if ARCH == "cdna4" else 2))
         return _gluon_mma(p, v, acc * alpha, ARCH)
+
+    @gluon.jit
+    def _gluon_mxfp4_step(tile, start, hi, acc0, acc1, acc2, acc3, m_i, l_i, k_sc, pe_sc, v_sc, nope_ring, rope_ring,
+                          q_t, q_t_scales, q_pe_t, kv_ptr, sc_ptr, qk_scale, stride_kv, stride_sr, stride_sc,
+                          ARCH: gl.constexpr):
+        # One tile of the loop: the copies of the tile STAGES - 1 ahead, the wait for this
+        # one, the next tile's scale bytes, then this tile's products with its scale bytes
+        # (k_sc, pe_sc, v_sc). Returns the updated state and the next tile's scale bytes.
+        STAGES: gl.constexpr = nope_ring.shape[0]
+        GROUPS: gl.constexpr = nope_ring.shape[1]
+        TOKENS: gl.constexpr = nope_ring.shape[2]
+        BLOCK_N: gl.constexpr = GROUPS * TOKENS
+        MMA: gl.constexpr = _gluon_mma_layout(ARCH, GROUPS)
+        K_WIDTH: gl.constexpr = 8 if ARCH == "cdna4" else 2
+        SCORE: gl.constexpr = _gluon_mxfp4_score_layout(ARCH, GROUPS, TOKENS, 32)
+        ahead = (tile + STAGES - 1) % STAGES
+        _gluon_copy_tile(nope_ring.index(ahead), rope_ring.index(ahead), kv_ptr, start + (STAGES - 1) * BLOCK_N, hi,
+                         stride_kv, ARCH, GROUPS, TOKENS, _gluon_copy_layout(ARCH, GROUPS, 256),
+                         _gluon_copy_layout(ARCH, GROUPS, 32))
+        _gluon_wait(STAGES - 1, ARCH)
+        next_scales = _gluon_mxfp4_tile_scales(sc_ptr, start, BLOCK_N, hi, stride_sr, stride_sc, ARCH, GROUPS, TOKENS,
+                                               False)
+        nope = nope_ring.index(tile % STAGES)
+        s = _gluon_mxfp4_scores(q_t, q_t_scales, q_pe_t, nope, rope_ring.index(tile % STAGES), k_sc, pe_sc, ARCH)
+        s = gl.where(_gluon_axis2(BLOCK_N, 0, SCORE) < hi - start, s * qk_scale, float("-inf"))  # log2; past hi: -inf
+        p, alpha, m_i, l_i = _gluon_softmax_step(_gluon_group_view(s), m_i, l_i)
+        p = gl.convert_layout(_gluon_k_order(p.to(gl.bfloat16), 2), gl.DotOperandLayout(0, MMA, K_WIDTH),
+                              assert_trivial=ARCH == "cdna4")
+        alpha = gl.expand_dims(gl.convert_layout(alpha, gl.SliceLayout(2, MMA), assert_trivial=ARCH == "cdna4"), 2)
+        w0, w1, w2, w3 = _gluon_mxfp4_value_words(nope, ARCH)
+        acc0 = _gluon_mxfp4_value_chunk(acc0, alpha, p, w0, v_sc, ARCH)
+        acc1 = _gluon_mxfp4_value_chunk(acc1, alpha, p, w1, v_sc, ARCH)
+        acc2 = _gluon_mxfp4_value_chunk(acc2, alpha, p, w2, v_sc, ARCH)
+        acc3 = _gluon_mxfp4_value_chunk(acc3, alpha, p, w3, v_sc, ARCH)
+        next_k_sc, next_pe_sc, next_v_sc = next_scales
+        return acc0, acc1, acc2, acc3, m_i, l_i, next_k_sc, next_pe_sc, next_v_sc
 
     @gluon.jit
     def _gluon_attend_mxfp4(q_ptr, q_row, stride_q_tok, stride_q_head, kv_ptr, sc_ptr, lo, hi, qk_scale,
                             stride_kv, stride_sr, stride_sc, BLOCK_N: gl.constexpr, GROUPS: gl.constexpr,
                             STAGES: gl.constexpr, ARCH: gl.constexpr):
         # MXFP4 attention of the 16 heads over rows lo..hi-1, each group of waves over its
-        # own TOKENS rows of every tile, on _gluon_attend_fp8's ring: returns the groups'
-        # unnormalized state as four 128-column accumulators [G, 16, 128] and m, l [G, 16].
+        # own 32 rows of every tile, on _gluon_attend_fp8's ring: returns the groups'
+        # unnormalized state as four 128-column accumulators [G, 16, 128] (columns in the
+        # 16c + r order) and m, l [G, 16], laid out as the P.V MMA's.
         TOKENS: gl.constexpr = BLOCK_N // GROUPS
+        gl.static_assert(TOKENS == 32)
         MMA: gl.constexpr = _gluon_mma_layout(ARCH, GROUPS)
-        NOPE_COPY: gl.constexpr = _gluon_copy_layout(ARCH, GROUPS, 256)
-        ROPE_COPY: gl.constexpr = _gluon_copy_layout(ARCH, GROUPS, 32)
+        SCORE: gl.constexpr = _gluon_mxfp4_score_layout(ARCH, GROUPS, TOKENS, 32)
         RING: gl.constexpr = _gluon_ring_layout()
         nope_ring = gl.allocate_shared_memory(gl.uint8, [STAGES, GROUPS, TOKENS, 256], RING)
         rope_ring = gl.allocate_shared_memory(gl.uint8, [STAGES, GROUPS, TOKENS, 32], RING)
         for stage in gl.static_range(STAGES - 1):
             _gluon_copy_tile(nope_ring.index(stage), rope_ring.index(stage), kv_ptr, lo + stage * BLOCK_N, hi,
-                             stride_kv, ARCH, GROUPS, TOKENS, NOPE_COPY, ROPE_COPY)
+                             stride_kv, ARCH, GROUPS, TOKENS, _gluon_copy_layout(ARCH, GROUPS, 256),
+                             _gluon_copy_layout(ARCH, GROUPS, 32))
+        k_sc, pe_sc, v_sc = _gluon_mxfp4_tile_scales(sc_ptr, lo, 0, hi, stride_sr, stride_sc, ARCH, GROUPS, TOKENS,
+                                                     True)
         q_t, q_t_scales, q_pe_t = _gluon_mxfp4_q_operands(q_ptr, q_row, stride_q_tok, stride_q_head, ARCH, GROUPS,
                                                           TOKENS)
-        m_i = gl.full([GROUPS, 16], float("-inf"), gl.float32, gl.SliceLayout(2, MMA))
-        l_i = gl.zeros([GROUPS, 16], gl.float32, gl.SliceLayout(2, MMA))
+        # The softmax state in the scores' [G, 16, T] view's row slice.
+        no_scores = _gluon_group_view(gl.full([BLOCK_N, 16], float("-inf"), gl.float32, SCORE))
+        m_i = gl.max(no_scores, 2)
+        l_i = gl.sum(gl.zeros_like(no_scores), 2)
         acc0 = gl.zeros([GROUPS, 16, 128], gl.float32, MMA)
         acc1 = gl.zeros([GROUPS, 16, 128], gl.float32, MMA)
         acc2 = gl.zeros([GROUPS, 16, 128], gl.float32, MMA)
         acc3 = gl.zeros([GROUPS, 16, 128], gl.float32, MMA)
-        k_sc, pe_sc, v_sc0, v_sc1, v_sc2, v_sc3 = _gluon_mxfp4_tile_scales(sc_ptr, lo, hi, stride_sr, stride_sc, ARCH,
-                                                                           GROUPS, TOKENS)
         tile = 0
         for start in range(lo, hi, BLOCK_N):
-            ahead = (tile + STAGES - 1) % STAGES
-            _gluon_copy_tile(nope_ring.index(ahead), rope_ring.index(ahead), kv_ptr, start + (STAGES - 1) * BLOCK_N,
-                             hi, stride_kv, ARCH, GROUPS, TOKENS, NOPE_COPY, ROPE_COPY)
-            _gluon_wait(STAGES - 1, ARCH)
-            next_scales = _gluon_mxfp4_tile_scales(sc_ptr, start + BLOCK_N, hi, stride_sr, stride_sc, ARCH, GROUPS,
-                                                   TOKENS)
-            nope = nope_ring.index(tile % STAGES)
-            s = _gluon_mxfp4_scores(q_t, q_t_scales, q_pe_t, nope, rope_ring.index(tile % STAGES), k_sc, pe_sc, ARCH)
-            s = gl.where(_gluon_row_ok(start, hi, GROUPS, TOKENS, MMA), s * qk_scale, float("-inf"))  # log2 domain
-            p, alpha, m_i, l_i = _gluon_softmax_step(s, m_i, l_i)
-            p = gl.convert_layout(p.to(gl.bfloat16), gl.DotOperandLayout(0, MMA, 8 if ARCH == "cdna4" else 2))
-            alpha = gl.expand_dims(alpha, 2)
-            acc0 = _gluon_mxfp4_value_chunk(acc0, alpha, p, nope, v_sc0, 0, ARCH)
-            acc1 = _gluon_mxfp4_value_chunk(acc1, alpha, p, nope, v_sc1, 1, ARCH)
-            acc2 = _gluon_mxfp4_value_chunk(acc2, alpha, p, nope, v_sc2, 2, ARCH)
-            acc3 = _gluon_mxfp4_value_chunk(acc3, alpha, p, nope, v_sc3, 3, ARCH)
-            k_sc, pe_sc, v_sc0, v_sc1, v_sc2, v_sc3 = next_scales
+            acc0, acc1, acc2, acc3, m_i, l_i, k_sc, pe_sc, v_sc = _gluon_mxfp4_step(
+                tile, start, hi, acc0, acc1, acc2, acc3, m_i, l_i, k_sc, pe_sc, v_sc, nope_ring, rope_ring, q_t,
+                q_t_scales, q_pe_t, kv_ptr, sc_ptr, qk_scale, stride_kv, stride_sr, stride_sc, ARCH)
             tile += 1
         _gluon_wait(0, ARCH)  # no copy outlives the program
-        return acc0, acc1, acc2, acc3, m_i, l_i
+        state: gl.constexpr = gl.SliceLayout(2, MMA)
+        return acc0, acc1, acc2, acc3, gl.convert_layout(m_i, state), gl.convert_layout(l_i, state)
 
     @gluon.jit
-    def _gluon_join_column_quarters(o0, o1, o2, o3):
-        # Four [R, C] column blocks side by side -> [R, 4C] (as _join_column_quarters).
-        ROWS: gl.constexpr = o0.shape[0]
-        QUARTER: gl.constexpr = o0.shape[1]
-        return gl.join(gl.join(o0, o1), gl.join(o2, o3)).permute((0, 3, 2, 1)).reshape([ROWS, 4 * QUARTER])
+    def _gluon_mxfp4_output(acc0, acc1, acc2, acc3, m_i, l_i, ROWS: gl.constexpr):
+        # The four chunks' merged state -> (acc [16, 512] in column order, m, l). Chunk c's
+        # column 16c' + r is V's column 32r + 8c + c' (_gluon_mxfp4_values).
+        o0, m, l = _gluon_merge_waves(acc0, m_i, l_i, ROWS)
+        o1, m, l = _gluon_merge_waves(acc1, m_i, l_i, ROWS)
+        o2, m, l = _gluon_merge_waves(acc2, m_i, l_i, ROWS)
+        o3, m, l = _gluon_merge_waves(acc3, m_i, l_i, ROWS)
+        o = gl.join(gl.join(o0, o1), gl.join(o2, o3))  # [h, 16c' + r, c0, c1]
+        o = o.reshape([16, 8, 16, 2, 2]).permute((0, 2, 4, 3, 1)).reshape([16, 512])  # [h, r, c1, c0, c']
+        return gl.convert_layout(o, ROWS), m, l
 
     @gluon.jit(do_not_specialize=["total_q", "kv_rows", "num_splits"])
     def _mla_decode_gluon_kernel(
@@ -1698,11 +1836,7 @@ if GLUON_AVAILABLE:
             acc0, acc1, acc2, acc3, m_i, l_i = _gluon_attend_mxfp4(
                 q_ptr, q_row, stride_q_tok, stride_q_head, kv_ptr, kv_scale_ptr, lo, hi, qk_scale, stride_kv,
                 stride_sr, stride_sc, BLOCK_N, WAVE_GROUPS, STAGES, ARCH)
-            o0, m, l = _gluon_merge_waves(acc0, m_i, l_i, ROWS)
-            o1, m, l = _gluon_merge_waves(acc1, m_i, l_i, ROWS)
-            o2, m, l = _gluon_merge_waves(acc2, m_i, l_i, ROWS)
-            o3, m, l = _gluon_merge_waves(acc3, m_i, l_i, ROWS)
-            acc = gl.convert_layout(_gluon_join_column_quarters(o0, o1, o2, o3), ROWS)
+            acc, m, l = _gluon_mxfp4_output(acc0, acc1, acc2, acc3, m_i, l_i, ROWS)
         _gluon_finish(acc, m, l, b, split, q_row, out_ptr, part_o_ptr, part_lse_ptr, counters_ptr, num_splits,
                       stride_o_tok, stride_o_head, SPLIT, COMBINE_IN_KERNEL, ROWS)
 # ==== end Gluon kernels ====
