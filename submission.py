@@ -1058,6 +1058,7 @@ try:
     from triton.experimental.gluon import language as gl
     from triton.experimental.gluon.language.amd import cdna4 as gl_cdna4
     from triton.experimental.gluon.language.nvidia import ampere as gl_ampere
+    from triton.experimental.gluon.language._core import builtin as gluon_builtin
 except ImportError:  # an older Triton: the Gluon forms are not offered
     gluon = None
 
@@ -1079,10 +1080,11 @@ if GLUON_AVAILABLE:
     # NVIDIA (so the same tile takes 4 warps there and 8 here). The group axis goes to the
     # warps; a copy moves 16 bytes a thread (what both copy engines move best).
     @gluon.constexpr_function
-    def _gluon_mma_layout(ARCH, GROUPS):
-        # gfx950: fp8 16x16x32 MFMA (its 16x16x128 form takes no batch dimension).
+    def _gluon_mma_layout(ARCH, GROUPS, INSTR_K=32):
+        # INSTR_K: the MFMA's K on gfx950, fp8 16x16x32 or 16x16x128 (twice the rate, for
+        # K a multiple of 128); the result's 16x16 layout is the same for both.
         if ARCH == "cdna4":
-            return gl_cdna4.AMDMFMALayout(version=4, instr_shape=[16, 16, 32], transposed=True,
+            return gl_cdna4.AMDMFMALayout(version=4, instr_shape=[16, 16, INSTR_K], transposed=True,
                                           warps_per_cta=[GROUPS, 1, 1])
         # A group's two warps split its tokens (scores) and V's columns (output).
         return gl.NVMMADistributedLayout(version=[2, 0], warps_per_cta=[GROUPS, 1, 2], instr_shape=[1, 16, 8])
@@ -1196,6 +1198,23 @@ if GLUON_AVAILABLE:
         else:
             return stage.load(layout)
 
+    @gluon_builtin
+    def _gluon_mfma_k128(a, b, acc, _semantic=None):
+        # acc + a @ b over e4m3 by gfx950's 16x16x128 MFMA, batched: gl_cdna4.mfma takes
+        # only 16x16x32 for fp8, and mfma_scaled builds default scales for rank 2 only, so
+        # the unscaled scaled-dot that Triton's own tl.dot emits here is built directly.
+        e4m3 = gl.constexpr("e4m3")
+        out = _semantic.dot_scaled(a, None, e4m3, b, None, e4m3, acc, False, True, True, gl.float32)
+        return gl.tensor(out.handle, acc.type)
+
+    @gluon.jit
+    def _gluon_mma_k128(a, b, acc, ARCH: gl.constexpr):
+        # _gluon_mma for K a multiple of 128 (on gfx950 the 16x16x128 MFMA).
+        if ARCH == "cdna4":
+            return _gluon_mfma_k128(a, b, acc)
+        else:
+            return gl_ampere.mma_v2(a.to(gl.float16), b.to(gl.float16), acc)
+
     @gluon.jit
     def _gluon_mma(a, b, acc, ARCH: gl.constexpr):
         # acc + a @ b over e4m3 operands (batched over the group axis).
@@ -1236,16 +1255,17 @@ if GLUON_AVAILABLE:
         return q_nope, q_rope, gl.convert_layout(q_inverse, HEADS)
 
     @gluon.jit
-    def _gluon_scores(q_nope, q_rope, k_nope, k_rope, ARCH: gl.constexpr, MMA: gl.constexpr,
-                      K_WIDTH: gl.constexpr):
-        # [G, 16, T] = Q . K^T for each group, K's two parts read transposed from one ring
-        # stage ([G, T, 512] and [G, T, 64] in shared memory).
+    def _gluon_scores(q_nope, q_rope, k_nope, k_rope, ARCH: gl.constexpr, NOPE_MMA: gl.constexpr,
+                      MMA: gl.constexpr, K_WIDTH: gl.constexpr):
+        # [G, 16, T] = Q . K^T for each group (MMA's layout), K's two parts read transposed
+        # from one ring stage ([G, T, 512] and [G, T, 64] in shared memory); the 512 nope
+        # columns in NOPE_MMA (K 128 on gfx950), whose result layout is MMA's.
         GROUPS: gl.constexpr = k_nope.shape[0]
         TOKENS: gl.constexpr = k_nope.shape[1]
-        k_operand: gl.constexpr = gl.DotOperandLayout(1, MMA, K_WIDTH)
-        s = gl.zeros([GROUPS, 16, TOKENS], gl.float32, MMA)
-        s = _gluon_mma(q_nope, _gluon_read_stage(k_nope.permute((0, 2, 1)), k_operand, ARCH), s, ARCH)
-        return _gluon_mma(q_rope, _gluon_read_stage(k_rope.permute((0, 2, 1)), k_operand, ARCH), s, ARCH)
+        k_nope = _gluon_read_stage(k_nope.permute((0, 2, 1)), gl.DotOperandLayout(1, NOPE_MMA, K_WIDTH), ARCH)
+        s = _gluon_mma_k128(q_nope, k_nope, gl.zeros([GROUPS, 16, TOKENS], gl.float32, NOPE_MMA), ARCH)
+        k_rope = _gluon_read_stage(k_rope.permute((0, 2, 1)), gl.DotOperandLayout(1, MMA, K_WIDTH), ARCH)
+        return _gluon_mma(q_rope, k_rope, gl.convert_layout(s, MMA), ARCH)
 
     @gluon.jit
     def _gluon_row_ok(start, hi, GROUPS: gl.constexpr, TOKENS: gl.constexpr, MMA: gl.constexpr):
@@ -1339,6 +1359,7 @@ if GLUON_AVAILABLE:
         # every product.
         TOKENS: gl.constexpr = BLOCK_N // GROUPS
         MMA: gl.constexpr = _gluon_mma_layout(ARCH, GROUPS)
+        NOPE_MMA: gl.constexpr = _gluon_mma_layout(ARCH, GROUPS, 128)
         NOPE_COPY: gl.constexpr = _gluon_copy_layout(ARCH, GROUPS, 512)
         ROPE_COPY: gl.constexpr = _gluon_copy_layout(ARCH, GROUPS, 64)
         K_WIDTH: gl.constexpr = _gluon_k_width(ARCH)
@@ -1346,7 +1367,7 @@ if GLUON_AVAILABLE:
         RING: gl.constexpr = _gluon_ring_layout()
         # Q first: its layout conversion's shared scratch is then free before the ring's.
         q_nope, q_rope, q_inverse = _gluon_q_operands(q_ptr, q_row, stride_q_tok, stride_q_head, GROUPS, NOPE_COPY,
-                                                      ROPE_COPY, gl.DotOperandLayout(0, MMA, K_WIDTH),
+                                                      ROPE_COPY, gl.DotOperandLayout(0, NOPE_MMA, K_WIDTH),
                                                       gl.DotOperandLayout(0, MMA, K_WIDTH), gl.SliceLayout(2, MMA))
         nope_ring = gl.allocate_shared_memory(kv_ptr.dtype.element_ty, [STAGES, GROUPS, TOKENS, 512], RING)
         rope_ring = gl.allocate_shared_memory(kv_ptr.dtype.element_ty, [STAGES, GROUPS, TOKENS, 64], RING)
@@ -1367,7 +1388,7 @@ if GLUON_AVAILABLE:
                              hi, stride_kv, nope_rows, rope_rows, ARCH)
             _gluon_wait(STAGES - 1, ARCH)
             k_nope = nope_ring.index(tile % STAGES)
-            s = _gluon_scores(q_nope, q_rope, k_nope, rope_ring.index(tile % STAGES), ARCH, MMA, K_WIDTH)
+            s = _gluon_scores(q_nope, q_rope, k_nope, rope_ring.index(tile % STAGES), ARCH, NOPE_MMA, MMA, K_WIDTH)
             s = gl.where(_gluon_row_ok(start, hi, GROUPS, TOKENS, MMA), s * score_scale, float("-inf"))
             p, alpha, m_i, l_i = _gluon_softmax_step(s, m_i, l_i)
             # P * 2^8 in e4m3 (P <= 1: keeps small probabilities out of the subnormals);
