@@ -1038,21 +1038,24 @@ def _mla_decode_kernel(
 # them is multiplied (Triton's pipeliner cannot hold the next tile in this kernel).
 # One kernel body serves two GPUs, chosen by the constexpr ARCH:
 #   "cdna4" (gfx950, the leaderboard's): cdna4.async_copy.buffer_load_to_shared (a buffer
-#           load with 32-bit offsets straight into LDS) + commit_group / wait_group,
-#           products by cdna4.mfma, fp8 x fp8.
+#           load with 32-bit offsets straight into LDS) + commit_group / wait_group, LDS
+#           reads marked as ordered by that wait (load_shared_relaxed), products fp8 x fp8
+#           by the MFMA (16x16x128 for the 512 nope columns, 16x16x32 for the rest).
 #   "ampere" (NVIDIA sm_80+, the twin run on the H200): ampere.async_copy
 #           .async_copy_global_to_shared (cp.async) + commit_group / wait_group, products
 #           by ampere.mma_v2, which has no fp8: e4m3 operands are widened to fp16 after
 #           the shared-memory read (exact), so both GPUs multiply the same values.
-# Everything else is shared: split bounds, row clamping, ring indices, the online softmax,
-# the merge of the waves and the split store. The H200 never executes the cdna4 branches
-# of _gluon_copy_tile, _gluon_wait and _gluon_mma, nor _gluon_layouts' cdna4 layouts: those
-# lines are checked only by compiling for gfx950 (bench/compile_target.py).
+# Everything else is shared: split bounds, row clamping, ring indices, Q's e4m3 scaling,
+# the online softmax, the merge of the waves and the split store. The H200 never executes
+# the "cdna4" branches (of _gluon_copy_tile, _gluon_wait, _gluon_read_stage, _gluon_mma,
+# _gluon_mma_k128, which alone calls _gluon_mfma_k128) nor the cdna4 layouts of the
+# _gluon_*_layout / _gluon_*k_width functions; those lines are checked only by compiling
+# for gfx950 (bench/compile_target.py, bench/gluon_isa.py).
 # A tile is GROUPS groups of TOKENS rows; group g is read and multiplied by its own waves
 # (the MMA layout puts the group axis on the warps), each keeping its own softmax state,
 # merged once after the loop, as the Triton wave forms do. The MXFP4 kernel reuses these
 # helpers. Gluon does not run under TRITON_INTERPRET (it asks for a GPU driver) nor on a
-# CPU: the host refuses a Gluon launch there (_check_gluon_device) before any launch.
+# CPU: the host refuses a Gluon form there (check_gluon_here) before any launch.
 try:
     from triton.experimental import gluon
     from triton.experimental.gluon import language as gl
@@ -1118,6 +1121,14 @@ if GLUON_AVAILABLE:
         return gl.BlockedLayout([1, 4], [1, 32], [2 * GROUPS, 1], [1, 0])
 
     @gluon.constexpr_function
+    def _gluon_groups_rows_layout(ARCH, GROUPS):
+        # [G, 16, 512] with a thread's G values of one element together: the wave merge's
+        # sum over the groups within a thread; its slice along G is _gluon_rows_layout.
+        if ARCH == "cdna4":
+            return gl.BlockedLayout([GROUPS, 1, 4], [1, 1, 64], [1, GROUPS, 1], [2, 1, 0])
+        return gl.BlockedLayout([GROUPS, 1, 4], [1, 1, 32], [1, 2 * GROUPS, 1], [2, 1, 0])
+
+    @gluon.constexpr_function
     def _gluon_ring_layout():
         return gl.SwizzledSharedLayout(1, 1, 1, [2, 1, 0])
 
@@ -1153,8 +1164,6 @@ if GLUON_AVAILABLE:
     @gluon.jit
     def _gluon_copy_tile(nope_dst, rope_dst, kv_ptr, start, hi, stride_kv, nope_rows, rope_rows,
                          ARCH: gl.constexpr):
-        NOPE_COPY: gl.constexpr = nope_rows.type.layout
-        ROPE_COPY: gl.constexpr = rope_rows.type.layout
         # Issue the asynchronous copy of the tile at `start` (its 512 + 64 columns; row
         # offsets from _gluon_row_offsets) into one ring stage, and commit it as one group.
         # Rows at or past hi repeat row hi - 1 (their scores become -inf), so no copy
@@ -1162,6 +1171,8 @@ if GLUON_AVAILABLE:
         # the split) reads row hi - 1 (row 0 for an empty split at the buffer's start; the
         # host refuses an empty KV buffer). Offsets stay under BLOCK_N x stride, which the
         # host checks fits 32 bits.
+        NOPE_COPY: gl.constexpr = nope_rows.type.layout
+        ROPE_COPY: gl.constexpr = rope_rows.type.layout
         first = gl.maximum(gl.minimum(start, hi - 1), 0)
         base = kv_ptr + first.to(gl.int64) * stride_kv
         last_row = gl.maximum(hi - 1 - first, 0) * stride_kv
@@ -1285,14 +1296,19 @@ if GLUON_AVAILABLE:
         return p, alpha, m_new, l_i * alpha + gl.sum(p, 2)
 
     @gluon.jit
-    def _gluon_merge_waves(acc, m_i, l_i, ROWS: gl.constexpr):
+    def _gluon_merge_waves(acc, m_i, l_i, GROUPS_ROWS: gl.constexpr):
         # The groups' states (acc [G, 16, C], m_i, l_i [G, 16]) -> one unnormalized
         # (acc [16, C], m [16], l [16]) by log-sum-exp, once after the loop, laid out as
-        # ROWS (acc) and its row slice (m, l).
+        # GROUPS_ROWS's slice along G (acc) and its row slice (m, l). Each group's weighted
+        # accumulator goes through shared memory (reusing the ring's bytes), so that every
+        # thread sums the G values of its own elements (a reduction across the waves
+        # compiles element by element, about 1,700 instructions on gfx950).
         m = gl.max(m_i, 0)
         w = gl.exp2(m_i - gl.expand_dims(gl.where(m == float("-inf"), 0.0, m), 0))
-        acc = gl.convert_layout(gl.sum(acc * gl.expand_dims(w, 2), 0), ROWS)
-        heads: gl.constexpr = gl.SliceLayout(1, ROWS)
+        groups = gl.allocate_shared_memory(gl.float32, acc.shape, gl.SwizzledSharedLayout(1, 1, 1, [2, 1, 0]))
+        groups.store(acc * gl.expand_dims(w, 2))
+        acc = gl.sum(groups.load(GROUPS_ROWS), 0)
+        heads: gl.constexpr = gl.SliceLayout(1, gl.SliceLayout(0, GROUPS_ROWS))
         return acc, gl.convert_layout(m, heads), gl.convert_layout(gl.sum(l_i * w, 0), heads)
 
     @gluon.jit
@@ -1419,7 +1435,7 @@ if GLUON_AVAILABLE:
         acc, m_i, l_i = _gluon_attend_fp8(q_ptr, q_row, stride_q_tok, stride_q_head, kv_ptr, kv_scale_ptr, lo, hi,
                                           qk_scale, stride_kv, BLOCK_N, WAVE_GROUPS, STAGES, ARCH)
         ROWS: gl.constexpr = _gluon_rows_layout(ARCH, WAVE_GROUPS)
-        acc, m, l = _gluon_merge_waves(acc, m_i, l_i, ROWS)
+        acc, m, l = _gluon_merge_waves(acc, m_i, l_i, _gluon_groups_rows_layout(ARCH, WAVE_GROUPS))
         _gluon_finish(acc, m, l, b, split, q_row, out_ptr, part_o_ptr, part_lse_ptr, counters_ptr, num_splits,
                       stride_o_tok, stride_o_head, SPLIT, COMBINE_IN_KERNEL, ROWS)
 # ==== end Gluon kernels ====
