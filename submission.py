@@ -1372,8 +1372,8 @@ if GLUON_AVAILABLE:
                 gl.thread_barrier()
                 done = gl.atomic_add(counters_ptr + b, 1, sem="acq_rel", scope="gpu")
                 if done == num_splits - 1:
-                    o = _gluon_combine_splits_in_program(part_o_ptr, part_lse_ptr, b, num_splits, COMBINE_LAYOUT)
-                    _gluon_store_rows(out_ptr, q_row, stride_o_tok, stride_o_head, o)
+                    merged = _gluon_combine_splits_in_program(part_o_ptr, part_lse_ptr, b, num_splits, COMBINE_LAYOUT)
+                    _gluon_store_rows(out_ptr, q_row, stride_o_tok, stride_o_head, merged)
                     gl.store(counters_ptr + b, 0)
         else:
             _gluon_store_rows(out_ptr, q_row, stride_o_tok, stride_o_head, o)
