@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import time
 from pathlib import Path
 
 BENCH = Path(__file__).resolve().parent
@@ -42,9 +41,7 @@ def shape_report(batch: int, kv_len: int, asm_dir: Path | None) -> dict:
         raise SystemExit(f"the fp8 launch offered first on gfx950 is {launch.form!r}: Gluon does not import here")
     calls = compile_target.decode_kernel_calls(compile_target.contract_inputs(batch, kv_len), "fp8", launch)
     spec = compile_target.specialize(calls[0], compile_target.TARGETS["gfx950"])
-    started = time.time()
     compiled = compile_gluon(spec)
-    seconds = time.time() - started
     if asm_dir:
         asm_dir.mkdir(parents=True, exist_ok=True)
         (asm_dir / f"fp8_gluon_{batch}x{kv_len}.amdgcn").write_text(compiled.asm["amdgcn"])
@@ -57,7 +54,7 @@ def shape_report(batch: int, kv_len: int, asm_dir: Path | None) -> dict:
         combine.append(gfx950_report.kernel_record("fp8", combine_spec, combine_compiled, time.time() - started))
     row = gfx950_report.shape_row(batch, kv_len, "fp8", launch, calls[0], [kernel, *combine], baseline=None)
     loop = kernel["loop"]
-    return {"batch": batch, "kv_len": kv_len, "launch": sub.dataclasses.asdict(launch), "compile_s": round(seconds, 2),
+    return {"batch": batch, "kv_len": kv_len, "launch": sub.dataclasses.asdict(launch),
             "vgpr": kernel["vgpr"], "agpr": kernel["agpr"], "total_vgpr": kernel["total_vgpr"],
             "vgpr_spill": kernel["vgpr_spill"], "sgpr_spill": kernel["sgpr_spill"], "lds_bytes": kernel["lds_bytes"],
             "occupancy": kernel["occupancy"], "resident_programs": kernel["resident_programs"],

@@ -1,4 +1,4 @@
-"""The Gluon fp8 decode kernel (submission.py, section "Gluon kernels").
+"""The Gluon decode kernels, fp8 and MXFP4 (submission.py, section "Gluon kernels").
 
 Gluon compiles for a GPU only: it runs neither under TRITON_INTERPRET=1 (it asks for a GPU
 driver) nor on a CPU. On a CPU these tests check that the form is refused there, by a
@@ -6,7 +6,9 @@ ValueError that says why, before any launch, and that submission.py still import
 the interpreter. On an NVIDIA GPU (sm_80+: the Gluon twin, ampere copies and mma_v2) or an
 MI355X (the cdna4 kernel) the form runs against exact attention on small odd shapes; its
 numerics are the e4m3_waves form's (e4m3 Q per head, P * 2^8 in e4m3), so the bounds are
-test_triton_kernels' for that form. (The CPU compile for gfx950 and sm_90 is tested with
+test_triton_kernels' for that form. The MXFP4 twin multiplies bf16 Q (exact) by K and V
+decoded to bf16 (exact) with P in bf16, so it meets the bf16 form's bound; on gfx950 its Q
+is e4m3 (the waves form's bound). (The CPU compile for gfx950 and sm_90 is tested with
 the static report.)
 """
 import os
@@ -18,7 +20,8 @@ import torch
 
 import submission as sub
 from conftest import DEVICE, HAS_GPU, REPO_ROOT, cpu_only
-from test_triton_kernels import SM_SCALE, assert_close, assert_e4m3_p_close, attention_ref, make_fp8, make_indptr
+from test_triton_kernels import (SM_SCALE, assert_close, assert_e4m3_p_close, attention_ref, dequant_mxfp4,
+                                 make_fp8, make_indptr, make_mxfp4, q_e4m3)
 
 ARCH = sub._device_sms_and_arch(DEVICE)[1]
 needs_gluon_gpu = pytest.mark.skipif(
@@ -35,28 +38,42 @@ def run_in_fresh_python(code: str, **env) -> subprocess.CompletedProcess:
 
 def test_the_interpreter_imports_submission_and_refuses_the_gluon_form():
     """Under TRITON_INTERPRET=1 submission.py imports, offers no Gluon form, and forcing
-    one (MLA_ROUTE=triton_fp8:gluon) is refused with a message naming the interpreter."""
+    one (MLA_ROUTE=triton_fp8:gluon, triton_mxfp4:gluon) is refused with a message naming
+    the interpreter."""
     code = (
-        "import torch, submission as sub\n"
+        "import os, torch, submission as sub\n"
         "from reference import generate_input\n"
         "assert not sub.gluon_forms_here('sm_90') and not sub.gluon_forms_here('gfx950')\n"
-        "assert all(c.form != 'gluon' for c in sub.triton_launch_candidates('fp8', 4, 1024, 256, 'gfx950'))\n"
+        "for fmt in ('fp8', 'mxfp4'):\n"
+        "    assert all(c.form != 'gluon' for c in sub.triton_launch_candidates(fmt, 4, 1024, 256, 'gfx950'))\n"
         "data = generate_input(batchsize=2, qseqlen=1, kvseqlen=64, seed=5)\n"
-        "try:\n"
-        "    sub.custom_kernel(data)\n"
-        "except ValueError as error:\n"
-        "    print('refused:', error)\n")
-    proc = run_in_fresh_python(code, TRITON_INTERPRET="1", MLA_ROUTE="triton_fp8:gluon", CUDA_VISIBLE_DEVICES="-1",
-                               HIP_VISIBLE_DEVICES="-1")
+        "for route in ('triton_fp8:gluon', 'triton_mxfp4:gluon'):\n"
+        "    os.environ['MLA_ROUTE'] = route\n"
+        "    sub.reset_plans()\n"
+        "    try:\n"
+        "        sub.custom_kernel(data)\n"
+        "    except ValueError as error:\n"
+        "        print(route, 'refused:', error)\n")
+    proc = run_in_fresh_python(code, TRITON_INTERPRET="1", CUDA_VISIBLE_DEVICES="-1", HIP_VISIBLE_DEVICES="-1")
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "refused:" in proc.stdout and "TRITON_INTERPRET=1" in proc.stdout, proc.stdout + proc.stderr[-2000:]
+    for route in ("triton_fp8:gluon", "triton_mxfp4:gluon"):
+        refusal = next((line for line in proc.stdout.splitlines() if line.startswith(route + " refused:")), "")
+        assert "TRITON_INTERPRET=1" in refusal, proc.stdout + proc.stderr[-2000:]
 
 
 @cpu_only("a CPU has no GPU for Gluon")
 def test_the_gluon_form_is_refused_without_a_gpu(monkeypatch):
     assert not sub.gluon_forms_here("")
-    with pytest.raises(ValueError, match="no GPU"):
-        sub.triton_launch_candidates("fp8", 4, 1024, 1, "", form="gluon")
+    for kv_format in ("fp8", "mxfp4"):
+        with pytest.raises(ValueError, match="no GPU"):
+            sub.triton_launch_candidates(kv_format, 4, 1024, 1, "", form="gluon")
+    launch = sub._launch(1, sub._FORM_TILES[("mxfp4", "gluon")][0], "gluon", "sm_90")
+    buf, scales = make_mxfp4(4, 127, 127)
+    if sub.GLUON_AVAILABLE:
+        with pytest.raises(ValueError, match="no GPU"):
+            sub.triton_mxfp4_decode(torch.zeros(1, 16, 576, dtype=torch.bfloat16), buf, scales,
+                                    *make_indptr([4]), SM_SCALE, torch.empty(1, 16, 512, dtype=torch.bfloat16),
+                                    sub.make_triton_scratch(1, launch, "cpu"), launch)
     # and on a CPU tensor even where a launch was built for a GPU
     launch = sub._launch(1, sub._FORM_TILES[("fp8", "gluon")][0], "gluon", "sm_90")
     q = torch.zeros(1, 16, 576, dtype=torch.bfloat16)
@@ -71,9 +88,10 @@ def test_gluon_launches_split_a_tile_among_64_thread_groups():
     """The same tile is 4 waves on gfx950 and 8 warps on NVIDIA: 4 groups of 64 threads,
     each owning 32 rows; the ring's depth is the tile's num_stages."""
     for arch, warps in (("gfx950", 4), ("sm_90", 8), ("sm_80", 8)):
-        launch = sub._launch(2, sub._FORM_TILES[("fp8", "gluon")][0], "gluon", arch)
-        assert launch.num_warps == warps and launch.num_stages >= 2
-        assert sub._wave_groups("fp8_gluon", launch) == 4
+        for kv_format in ("fp8", "mxfp4"):
+            launch = sub._launch(2, sub._FORM_TILES[(kv_format, "gluon")][0], "gluon", arch)
+            assert launch.num_warps == warps and launch.num_stages >= 2
+            assert sub._wave_groups(f"{kv_format}_gluon", launch) == 4
     assert sub.gluon_arch("sm_75") == "" and sub.gluon_arch("gfx942") == ""
 
 
@@ -129,11 +147,12 @@ def test_gluon_fp8_form_is_exact_where_p_is():
 
 
 @pytest.mark.skipif(not HAS_GPU, reason="needs an NVIDIA or AMD GPU")
-def test_forcing_the_gluon_form_serves_or_says_why(monkeypatch):
-    """MLA_ROUTE=triton_fp8:gluon: where Gluon runs, the plan serves it; elsewhere a
-    ValueError names the reason (no launch happens)."""
+@pytest.mark.parametrize("route", ["triton_fp8:gluon", "triton_mxfp4:gluon"])
+def test_forcing_the_gluon_form_serves_or_says_why(monkeypatch, route):
+    """MLA_ROUTE=triton_fp8:gluon / triton_mxfp4:gluon: where Gluon runs, the plan serves
+    it; elsewhere a ValueError names the reason (no launch happens)."""
     from reference import generate_input
-    monkeypatch.setenv("MLA_ROUTE", "triton_fp8:gluon")
+    monkeypatch.setenv("MLA_ROUTE", route)
     sub.reset_plans()
     data = generate_input(batchsize=2, qseqlen=1, kvseqlen=300, seed=7)
     try:
@@ -145,3 +164,53 @@ def test_forcing_the_gluon_form_serves_or_says_why(monkeypatch):
                 sub.custom_kernel(data)
     finally:
         sub.reset_plans()
+
+
+def test_gluon_mxfp4_refuses_rows_not_16_byte_aligned():
+    """The MXFP4 Gluon form copies rows 16 bytes a thread: a row stride or a start address
+    that is not a multiple of 16 is refused by name (the bf16 form takes the same bytes)."""
+    scales = torch.zeros((3, 18), dtype=torch.uint8)
+    launch = sub.TritonLaunch(1, 128, 4, 2, form="gluon")
+    wide = torch.zeros((3, 292), dtype=torch.uint8)
+    for buf in (wide[:, :288], wide.view(-1)[4:4 + 3 * 288].view(3, 288)):
+        with pytest.raises(ValueError, match="16-byte aligned"):
+            sub.triton_kv_operands({"mxfp4": (buf, scales)}, "mxfp4", launch)
+    aligned = torch.zeros((3, 288), dtype=torch.uint8)
+    assert sub.triton_kv_operands({"mxfp4": (aligned, scales)}, "mxfp4", launch)[0] is aligned
+
+
+def mxfp4_gluon_launch(splits: int, in_kernel: bool):
+    launch = sub._launch(splits, sub._FORM_TILES[("mxfp4", "gluon")][0], "gluon", ARCH)
+    return sub.dataclasses.replace(launch, combine_in_kernel=in_kernel)
+
+
+MXFP4_BLOCK_N = sub._FORM_TILES[("mxfp4", "gluon")][0][0]
+# (lengths, splits, in-kernel combine, padded scales): one token, a tile less one, a tile and
+# one, a split ending exactly on a tile, ragged lengths with an empty sequence, several
+# tiles a split (the ring wraps), both merges, trimmed and padded (row stride 24) scales.
+MXFP4_GPU_CASES = [([1], 1, False, False), ([31], 1, False, True), ([MXFP4_BLOCK_N + 1], 1, False, False),
+                   ([2 * MXFP4_BLOCK_N], 2, False, True), ([2 * MXFP4_BLOCK_N], 2, True, False),
+                   ([300, 0, 1, MXFP4_BLOCK_N + 1], 3, True, True), ([5 * MXFP4_BLOCK_N + 7, 31], 2, False, False),
+                   ([700, 3, 0, 129], 4, True, True)]
+
+
+@needs_gluon_gpu
+@pytest.mark.parametrize("lengths,splits,in_kernel,padded", MXFP4_GPU_CASES)
+def test_gluon_mxfp4_form_matches_fp64_attention(lengths, splits, in_kernel, padded):
+    """Against exact attention over the same MXFP4 cache: on NVIDIA (the twin: bf16 Q,
+    K and V decoded exactly, P in bf16) the bf16 form's bound; on gfx950 over Q rounded
+    to e4m3 as its scaled MFMA takes it."""
+    gen = torch.Generator().manual_seed(sum(lengths) + splits)
+    qo, kv_indptr = make_indptr(lengths)
+    buf, scales = make_mxfp4(int(kv_indptr[-1]), 122, 130, padded=padded, gen=gen)
+    q = torch.randn(len(lengths), 16, 576, generator=gen).bfloat16()
+    launch = mxfp4_gluon_launch(splits, in_kernel)
+    out = torch.full((q.shape[0], 16, 512), float("nan"), dtype=torch.bfloat16, device=DEVICE)
+    scratch = sub.make_triton_scratch(q.shape[0], launch, DEVICE)
+    sub.triton_mxfp4_decode(q.to(DEVICE), buf.to(DEVICE), scales.to(DEVICE), qo.to(DEVICE), kv_indptr.to(DEVICE),
+                            SM_SCALE, out, scratch, launch)
+    assert (scratch.counters == 0).all(), "the in-kernel combine must reset its counters for the next call"
+    ref = attention_ref(q_e4m3(q, 512) if launch.gluon_arch == "cdna4" else q, dequant_mxfp4(buf, scales), qo,
+                        kv_indptr)
+    assert_close(out.cpu(), ref)
+    assert (out[torch.tensor(lengths, device=DEVICE) == 0] == 0).all()
