@@ -1,6 +1,8 @@
 """Read the gfx950 AMDGCN of the Gluon fp8 launch offered first, per benchmark shape.
 
-    python3 bench/gluon_isa.py [--json FILE] [--asm-dir DIR] [batch,kv_len ...]
+    python3 bench/gluon_isa.py [--json FILE] [--table FILE] [--asm-dir DIR] [batch,kv_len ...]
+    python3 bench/gluon_isa.py compile-times
+
 
 Compiles (on any machine, no GPU) the Gluon decode kernel's launch that
 triton_launch_candidates offers first for fp8 on 256 CUs of gfx950, through
@@ -10,12 +12,18 @@ occupancy, the main loop's instructions by class a wave-iteration, the global-lo
 in flight at its MFMAs (a CU: at the occupancy), and the loop's issue / VALU x4 / MFMA
 cycles against the HBM time of the fp8 bytes at 8 TB/s (STATIC BOUNDS, not times).
 The default shapes are issue 21's: 32x8192, 64x8192, 256x1024, 256x8192.
+`compile-times` compiles, with an empty Triton cache, each distinct gfx950 specialization
+of the Gluon kernel among every fp8 candidate the 8 benchmark shapes are offered, and
+prints the seconds each took.
 """
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
+import tempfile
+import time
 from pathlib import Path
 
 BENCH = Path(__file__).resolve().parent
@@ -68,10 +76,50 @@ def shape_report(batch: int, kv_len: int, asm_dir: Path | None) -> dict:
             **{f"{name}_x_hbm": round(row[f"{name}_x_hbm"], 4) for name in ("issue", "issue_grid", "valu", "mfma")}}
 
 
+def table(rows: list) -> str:
+    lines = ["| shape | splits | VGPR (arch+AGPR) | spills | LDS a program | occupancy (waves a SIMD) | in flight a CU "
+             "| loop a wave-iteration (VALU / MFMA / VMEM / LDS / total) | issue | VALU x4 | MFMA | outside loop "
+             "| combine kernel |", "|" + " --- |" * 13]
+    for r in rows:
+        loop = r["loop_per_wave_iteration"]
+        lines.append(f"| {r['batch']}x{r['kv_len']} | {r['launch']['num_splits']} | {r['vgpr']}+{r['agpr']} "
+                     f"| {r['vgpr_spill']} | {r['lds_bytes']} B | {r['occupancy']} "
+                     f"| {r['in_flight_bytes_per_cu_at_occupancy']} B "
+                     f"| {loop['valu']} / {loop['mfma']} / {loop['vmem']} / {loop['lds']} / {loop['total']} "
+                     f"| {r['issue_x_hbm']:.3f} | {r['valu_x_hbm']:.3f} | {r['mfma_x_hbm']:.3f} "
+                     f"| {r['outside_loop_instructions']} | {r['combine_instructions']} |")
+    return "\n".join(lines) + "\n"
+
+
+BENCHMARK_SHAPES = [(4, 1024), (4, 8192), (32, 1024), (32, 8192), (64, 1024), (64, 8192), (256, 1024), (256, 8192)]
+
+
+def compile_times() -> None:
+    seconds = {}
+    for batch, kv_len in BENCHMARK_SHAPES:
+        for launch in sub.triton_launch_candidates("fp8", batch, kv_len, gfx950_report.CUS, "gfx950"):
+            if launch.form != "gluon":
+                continue
+            calls = compile_target.decode_kernel_calls(compile_target.contract_inputs(batch, kv_len), "fp8", launch)
+            spec = compile_target.specialize(calls[0], compile_target.TARGETS["gfx950"])
+            if spec.key not in seconds:
+                started = time.time()
+                compile_gluon(spec)
+                seconds[spec.key] = time.time() - started
+                print(f"{batch}x{kv_len} splits={launch.num_splits} combine_in_kernel={launch.combine_in_kernel}: "
+                      f"{seconds[spec.key]:.2f} s", flush=True)
+    print(f"{len(seconds)} Gluon specializations for gfx950, {sum(seconds.values()):.1f} s")
+
+
 def main() -> None:
+    if sys.argv[1:] == ["compile-times"]:
+        os.environ["TRITON_CACHE_DIR"] = tempfile.mkdtemp()  # read when the first compile starts
+        compile_times()
+        return
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("shapes", nargs="*", help="batch,kv_len (default: issue 21's four)")
     parser.add_argument("--json", type=Path)
+    parser.add_argument("--table", type=Path, help="a markdown table of the rows")
     parser.add_argument("--asm-dir", type=Path)
     args = parser.parse_args()
     shapes = [tuple(int(x) for x in s.split(",")) for s in args.shapes] or SHAPES
@@ -80,6 +128,8 @@ def main() -> None:
         print(json.dumps(row))
     if args.json:
         args.json.write_text(json.dumps({"target": "gfx950", "rows": rows}, indent=1))
+    if args.table:
+        args.table.write_text(table(rows))
 
 
 if __name__ == "__main__":
