@@ -49,7 +49,9 @@ def shape_report(batch: int, kv_len: int, asm_dir: Path | None) -> dict:
         raise SystemExit(f"the fp8 launch offered first on gfx950 is {launch.form!r}: Gluon does not import here")
     calls = compile_target.decode_kernel_calls(compile_target.contract_inputs(batch, kv_len), "fp8", launch)
     spec = compile_target.specialize(calls[0], compile_target.TARGETS["gfx950"])
+    started = time.time()
     compiled = compile_gluon(spec)
+    seconds = time.time() - started
     if asm_dir:
         asm_dir.mkdir(parents=True, exist_ok=True)
         (asm_dir / f"fp8_gluon_{batch}x{kv_len}.amdgcn").write_text(compiled.asm["amdgcn"])
