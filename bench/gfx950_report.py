@@ -430,8 +430,8 @@ def build(asm_dir: Path | None) -> dict:
 # render: the markdown tables and the terminal summary
 # ------------------------------------------------------------------------------------
 _TARGET_LABELS = {"issue_x_hbm": "issue x HBM", "valu_x_hbm": "VALU x4 x HBM", "mfma_x_hbm": "MFMA x HBM",
-                  "in_flight_bytes_per_cu": "in flight a CU", "lds_bytes_per_cu": "LDS a CU", "spills": "spills",
-                  "cus_used": "CUs occupied", "outside_loop_instructions": "instr outside loop"}
+                  "in_flight_bytes_per_cu": "in flight a CU", "lds_bytes_per_cu": "LDS a CU at the register occupancy",
+                  "spills": "spills", "cus_used": "CUs occupied", "outside_loop_instructions": "instr outside loop"}
 
 
 def _target_value(name: str, value) -> str:
@@ -461,8 +461,8 @@ def table(rep: dict) -> str:
         "",
         "| batch | kv_len | format | language | kernel | loop instr / token | issue (us) | x HBM "
         "| issue, this grid (us) | VALU x4 cycles (us) | x HBM | MFMA pipe (us) | x HBM | HBM (us) | CUs used "
-        "| waves / CU | tiles / program | instr outside loop (decode + combine) | LDS / CU (KiB) "
-        "| loads in flight / CU (KiB) |",
+        "| waves / CU | tiles / program | instr outside loop (decode + combine) "
+        "| LDS / CU at the register occupancy (KiB) | loads in flight / CU (KiB) |",
         "|---:|---:|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     kernels = {k["name"]: k for k in rep["kernels"]}
@@ -486,7 +486,8 @@ def table(rep: dict) -> str:
     lines += ["", "Every specialization compiled (loop columns: per KV token, all waves of a program; in flight: a "
                   "wave's fewest global-load bytes outstanding at an MFMA of the loop, and that times the waves a CU "
                   "holds at its occupancy; loop loads: buffer / buffer to LDS / global or flat):", "",
-              "| kernel | language | offered | VGPR | AGPR | SGPR | spills (V/S) | scratch | LDS (B) | LDS / CU (KiB) "
+              "| kernel | language | offered | VGPR | AGPR | SGPR | spills (V/S) | scratch | LDS (B) "
+              "| LDS / CU at the register occupancy (KiB; over: LDS holds fewer programs) "
               "| occupancy | MFMA (kernel) | VALU | SALU | VMEM | LDS | MFMA | total | MFMA cycles "
               "| instr outside loop | loop loads | in flight / wave (B) | in flight / CU (KiB) | compile (s) |",
               "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"
@@ -501,8 +502,8 @@ def table(rep: dict) -> str:
         in_flight = (f"{loop['in_flight_bytes_per_wave']} | {k['in_flight_bytes_per_cu'] / 1024:.1f}"
                      if loop else " | ")
         lds_fit = "" if k["lds_fits"] else " (over)"
-        lines.append(f"| `{k['name']}` | {k['language']} | {len(k['offered'])} | {k['vgpr']} | {k['agpr']} | {k['sgpr']} "
-                     f"| {k['vgpr_spill']}/{k['sgpr_spill']} | {k['scratch_bytes']} | {k['lds_bytes']} "
+        lines.append(f"| `{k['name']}` | {k['language']} | {len(k['offered'])} | {k['vgpr']} | {k['agpr']} "
+                     f"| {k['sgpr']} | {k['vgpr_spill']}/{k['sgpr_spill']} | {k['scratch_bytes']} | {k['lds_bytes']} "
                      f"| {k['lds_bytes_per_cu'] / 1024:.1f}{lds_fit} | {k['occupancy']} | {mfma} | {counts} "
                      f"| {k['outside_loop']['total']}{_loops_note(k['outside_loop']['loops'])} | {loads} | {in_flight} "
                      f"| {k['compile_seconds']:.2f} |")
@@ -533,7 +534,8 @@ def summary(rep: dict, written: list) -> str:
     for kv_format in FORMATS:
         rows = [r for r in rep["shapes"] if r["format"] == kv_format]
         first_kernels = sorted({(r["language"], r["kernel"]) for r in rows})
-        lines.append(f"{kv_format}: offered first: " + "; ".join(f"{language} {name}" for language, name in first_kernels))
+        lines.append(f"{kv_format}: offered first: "
+                     + "; ".join(f"{language} {name}" for language, name in first_kernels))
         for label, shapes in (("targets at", TARGET_SHAPES), ("small shapes vs the Triton wave form at", SMALL_SHAPES)):
             chosen = [r for r in rows if (r["batch"], r["kv_len"]) in map(tuple, shapes)]
             met, missed = [], []
