@@ -1,7 +1,9 @@
 """Static facts read from the AMDGCN text that Triton's HIP backend prints for gfx950
 (CompiledKernel.asm["amdgcn"]): registers, spills, occupancy, MFMA instructions, the
-instruction mix of the main loop, and the global-load bytes a wave has in flight at the
-loop's MFMAs (loads_in_flight_at_mfmas).
+instruction mix of the main loop, the global-load bytes a wave has in flight at the
+loop's MFMAs (loads_in_flight_at_mfmas), and the loads by kind (load_kind: through a buffer
+resource, whose range the hardware checks, or by global / flat address; into registers or
+straight into LDS).
 
 Instruction classes (one per instruction, by mnemonic):
   mfma    v_mfma*, v_smfmac*                     (the matrix cores)
