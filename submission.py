@@ -1041,7 +1041,7 @@ def _mla_decode_kernel(
 
 
 # ==== Gluon kernels ====
-# The fp8 decode written in Gluon (triton.experimental.gluon): layouts, shared memory,
+# The fp8 and MXFP4 decodes written in Gluon (triton.experimental.gluon): layouts, shared memory,
 # asynchronous copies and MMAs are explicit, so the KV tiles can go global -> shared
 # memory by the hardware's copy engine into a ring of STAGES buffers while the tile before
 # them is multiplied (Triton's pipeliner cannot hold the next tile in this kernel).
@@ -1057,9 +1057,11 @@ def _mla_decode_kernel(
 # Everything else is shared: split bounds, row clamping, ring indices, Q's e4m3 scaling,
 # the online softmax, the merge of the waves and the split store. The H200 never executes
 # the "cdna4" branches (of _gluon_copy_tile, _gluon_wait, _gluon_read_stage, _gluon_mma,
-# _gluon_mma_k128, which alone calls _gluon_mfma_k128) nor the cdna4 layouts of the
-# _gluon_*_layout / _gluon_*k_width functions; those lines are checked only by compiling
-# for gfx950 (bench/compile_target.py, bench/gluon_isa.py).
+# _gluon_mma_k128, which alone calls _gluon_mfma_k128; for MXFP4 of _gluon_e2m1_pairs
+# (the convert instruction), _gluon_load_bytes, _gluon_scale_bytes, _gluon_mxfp4_q_operands
+# and _gluon_mxfp4_scores (mfma_scaled)) nor the cdna4 layouts of the _gluon_*_layout /
+# _gluon_*k_width functions (the MXFP4 linear layouts included); those lines are checked
+# only by compiling for gfx950 (bench/compile_target.py, bench/gluon_isa.py).
 # A tile is GROUPS groups of TOKENS rows; group g is read and multiplied by its own waves
 # (the MMA layout puts the group axis on the warps), each keeping its own softmax state,
 # merged once after the loop, as the Triton wave forms do. The MXFP4 kernel reuses these
