@@ -1751,7 +1751,11 @@ if GLUON_AVAILABLE:
             scale_bits = gl.minimum(gl.maximum(261 - amax_exponent, 1), 253)
             q_scale = gl.expand_dims((scale_bits << 23).to(gl.float32, bitcast=True), 1)
             q_t = gl.convert_layout(_gluon_to_e4m3(qn * q_scale).permute((1, 0)), Q_OPERAND)
-            inverse = gl.expand_dims((254 - scale_bits).to(gl.uint8), 1) + gl.zeros([16, 16], gl.uint8, QL)
+            # A head with an inf or NaN gets the e8m0 NaN (0xFF, OCP MX) as its scale, for NaN
+            # scores as exact attention's (the e4m3 conversion would saturate an inf); the
+            # MFMA's treatment of 0xFF is the spec's, not seen run.
+            inverse = gl.where(amax_exponent == 255, 255, 254 - scale_bits).to(gl.uint8)
+            inverse = gl.expand_dims(inverse, 1) + gl.zeros([16, 16], gl.uint8, QL)
             return q_t, gl.convert_layout(inverse, gl_cdna4.get_mfma_scale_layout(Q_OPERAND, [16, 16])), q_pe_t
         else:
             q_t = gl.allocate_shared_memory(gl.bfloat16, [512, 16], gl.SwizzledSharedLayout(1, 1, 1, [0, 1]),
