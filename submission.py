@@ -1041,7 +1041,7 @@ def _mla_decode_kernel(
 
 
 # ==== Gluon kernels ====
-# The fp8 decode written in Gluon (triton.experimental.gluon): layouts, shared memory,
+# The fp8 and MXFP4 decodes written in Gluon (triton.experimental.gluon): layouts, shared memory,
 # asynchronous copies and MMAs are explicit, so the KV tiles can go global -> shared
 # memory by the hardware's copy engine into a ring of STAGES buffers while the tile before
 # them is multiplied (Triton's pipeliner cannot hold the next tile in this kernel).
@@ -1057,9 +1057,11 @@ def _mla_decode_kernel(
 # Everything else is shared: split bounds, row clamping, ring indices, Q's e4m3 scaling,
 # the online softmax, the merge of the waves and the split store. The H200 never executes
 # the "cdna4" branches (of _gluon_copy_tile, _gluon_wait, _gluon_read_stage, _gluon_mma,
-# _gluon_mma_k128, which alone calls _gluon_mfma_k128) nor the cdna4 layouts of the
-# _gluon_*_layout / _gluon_*k_width functions; those lines are checked only by compiling
-# for gfx950 (bench/compile_target.py, bench/gluon_isa.py).
+# _gluon_mma_k128, which alone calls _gluon_mfma_k128; for MXFP4 of _gluon_e2m1_pairs
+# (the convert instruction), _gluon_load_bytes, _gluon_scale_bytes, _gluon_mxfp4_q_operands
+# and _gluon_mxfp4_scores (mfma_scaled)) nor the cdna4 layouts of the _gluon_*_layout /
+# _gluon_*k_width functions (the MXFP4 linear layouts included); those lines are checked
+# only by compiling for gfx950 (bench/compile_target.py, bench/gluon_isa.py).
 # A tile is GROUPS groups of TOKENS rows; group g is read and multiplied by its own waves
 # (the MMA layout puts the group axis on the warps), each keeping its own softmax state,
 # merged once after the loop, as the Triton wave forms do. The MXFP4 kernel reuses these
@@ -1449,12 +1451,13 @@ if GLUON_AVAILABLE:
     # bit operations; then rows are paired (one v_perm_b32 a register), since the MMA's
     # operand holds consecutive rows (its K) together. Two free reorderings make every
     # operand the MMA's own layout on gfx950 (checked at compile time: assert_trivial):
-    # a V chunk's columns go to the MMA's N in the order 16c + r for column 8r + c (a lane
-    # decodes one word, 8 columns, of its rows), put back after the loop; and the tile's
-    # rows go to P.V's K in the order the score MFMA leaves them in P (_gluon_k_order).
-    # The scale bytes are read straight from the scale tensor through its strides
-    # (trimmed (rows, 18) or padded rows are not 4-byte aligned, so not copied to LDS):
-    # buffer loads on gfx950, rows clamped and masked like the copies, one tile ahead.
+    # V's columns go to the MMA's N out of order (a lane decodes word 4r + c of its rows
+    # for chunk c, value c' of it at N = 16c' + r: _gluon_mxfp4_values), put back after
+    # the loop; and the tile's rows go to P.V's K in the order the score MFMA leaves them
+    # in P (_gluon_k_order). The scale bytes are read straight from the scale tensor
+    # through its strides (trimmed (rows, 18) or padded rows are not 4-byte aligned, so
+    # not copied to LDS): buffer loads on gfx950, one tile ahead, rows clamped like the
+    # copies' (_gluon_mxfp4_tile_scales).
     @gluon.constexpr_function
     def _gluon_mxfp4_score_layout(ARCH, GROUPS, TOKENS, K):
         # Q.K^T as [G*T rows, 16 heads]: group g's T rows on its own waves (two warps on NVIDIA).
@@ -1640,12 +1643,13 @@ if GLUON_AVAILABLE:
     @gluon.jit
     def _gluon_mxfp4_tile_scales(sc_ptr, base_row, ahead, hi, stride_sr, stride_sc, ARCH: gl.constexpr,
                                  GROUPS: gl.constexpr, TOKENS: gl.constexpr, MASKED: gl.constexpr):
-        # The scale bytes of the tile at base_row + ahead in the layouts their products take: K's
-        # nope part, one per word of K's rope part [G*T, 8], V's 16 blocks [G, T, 16] (a
-        # lane decodes one word of each block, _gluon_mxfp4_values). The loop reads them one tile ahead, after the
-        # ring's wait: a register load issued between two tiles' copies would hold up the
-        # wait for the older tile, and one read just after the newer tile's copies were
-        # issued would wait for those copies as well (loads complete in order).
+        # The scale bytes of the tile at base_row + ahead in the layouts their products
+        # take: K's nope part, one per word of K's rope part [G*T, 8], V's 16 blocks
+        # [G, T, 16] (a lane decodes one word of each block, _gluon_mxfp4_values). The loop
+        # reads them one tile ahead, after the ring's wait: a register load issued between
+        # two tiles' copies would hold up the wait for the older tile, and one read just
+        # after the newer tile's copies were issued would wait for those copies as well
+        # (loads complete in order).
         BLOCK_N: gl.constexpr = GROUPS * TOKENS
         KEYS: gl.constexpr = _gluon_mxfp4_key_scales_layout(ARCH, GROUPS, TOKENS)
         ROPE: gl.constexpr = _gluon_mxfp4_rope_words_layout(ARCH, GROUPS)
@@ -1691,15 +1695,18 @@ if GLUON_AVAILABLE:
         # in every chunk lies in the same 32-column block r (one scale byte a row).
         GROUPS: gl.constexpr = nope_stage.shape[0]
         TOKENS: gl.constexpr = nope_stage.shape[1]
-        words = nope_stage._reinterpret(gl.uint32, [GROUPS, TOKENS, 64], nope_stage.layout).reshape([GROUPS, TOKENS, 16, 4])
+        words = nope_stage._reinterpret(gl.uint32, [GROUPS, TOKENS, 64], nope_stage.layout)
         WORDS: gl.constexpr = _gluon_mxfp4_value_words_layout(ARCH, GROUPS)
-        words = _gluon_read_stage(words, _gluon_mxfp4_block_words_layout(WORDS), ARCH)
+        words = _gluon_read_stage(words.reshape([GROUPS, TOKENS, 16, 4]), _gluon_mxfp4_block_words_layout(WORDS),
+                                  ARCH)
         low, high = gl.split(words.reshape([GROUPS, TOKENS, 16, 2, 2]))  # by c0
         w0, w2 = gl.split(low)  # by c1
         w1, w3 = gl.split(high)
         TRIVIAL: gl.constexpr = ARCH == "cdna4"
-        return (gl.convert_layout(w0, WORDS, assert_trivial=TRIVIAL), gl.convert_layout(w1, WORDS, assert_trivial=TRIVIAL),
-                gl.convert_layout(w2, WORDS, assert_trivial=TRIVIAL), gl.convert_layout(w3, WORDS, assert_trivial=TRIVIAL))
+        return (gl.convert_layout(w0, WORDS, assert_trivial=TRIVIAL),
+                gl.convert_layout(w1, WORDS, assert_trivial=TRIVIAL),
+                gl.convert_layout(w2, WORDS, assert_trivial=TRIVIAL),
+                gl.convert_layout(w3, WORDS, assert_trivial=TRIVIAL))
 
     @gluon.jit
     def _gluon_mxfp4_values(words, scales, ARCH: gl.constexpr, layout: gl.constexpr):
@@ -1744,7 +1751,11 @@ if GLUON_AVAILABLE:
             scale_bits = gl.minimum(gl.maximum(261 - amax_exponent, 1), 253)
             q_scale = gl.expand_dims((scale_bits << 23).to(gl.float32, bitcast=True), 1)
             q_t = gl.convert_layout(_gluon_to_e4m3(qn * q_scale).permute((1, 0)), Q_OPERAND)
-            inverse = gl.expand_dims((254 - scale_bits).to(gl.uint8), 1) + gl.zeros([16, 16], gl.uint8, QL)
+            # A head with an inf or NaN gets the e8m0 NaN (0xFF, OCP MX) as its scale, for NaN
+            # scores as exact attention's (the e4m3 conversion would saturate an inf); the
+            # MFMA's treatment of 0xFF is the spec's, not seen run.
+            inverse = gl.where(amax_exponent == 255, 255, 254 - scale_bits).to(gl.uint8)
+            inverse = gl.expand_dims(inverse, 1) + gl.zeros([16, 16], gl.uint8, QL)
             return q_t, gl.convert_layout(inverse, gl_cdna4.get_mfma_scale_layout(Q_OPERAND, [16, 16])), q_pe_t
         else:
             q_t = gl.allocate_shared_memory(gl.bfloat16, [512, 16], gl.SwizzledSharedLayout(1, 1, 1, [0, 1]),

@@ -1,20 +1,20 @@
-"""Read the gfx950 AMDGCN of the Gluon fp8 launch offered first, per benchmark shape.
+"""Read the gfx950 AMDGCN of the Gluon launch offered first, per benchmark shape.
 
-    python3 bench/gluon_isa.py [--json FILE] [--table FILE] [--asm-dir DIR] [batch,kv_len ...]
-    python3 bench/gluon_isa.py compile-times
+    python3 bench/gluon_isa.py [--format fp8|mxfp4] [--json FILE] [--table FILE] [--asm-dir DIR] [batch,kv_len ...]
+    python3 bench/gluon_isa.py compile-times [fp8|mxfp4]
 
 
 Compiles (on any machine, no GPU) the Gluon decode kernel's launch that
-triton_launch_candidates offers first for fp8 on 256 CUs of gfx950, through
+triton_launch_candidates offers first for the format (default fp8) on 256 CUs of gfx950, through
 gluon's GluonASTSource with the JIT's own specialization (bench/compile_target.py), and
 prints what bench/gfx950_report.py reads for a kernel (its definitions, computed here from
 bench/amdgcn.py alone): registers, spills, LDS,
 occupancy, the main loop's instructions by class a wave-iteration, the global-load bytes
 in flight at its MFMAs (a CU: at the occupancy), and the loop's issue / VALU x4 / MFMA
-cycles against the HBM time of the fp8 bytes at 8 TB/s (STATIC BOUNDS, not times).
+cycles against the HBM time of the format's bytes at 8 TB/s (STATIC BOUNDS, not times).
 The default shapes are issue 21's: 32x8192, 64x8192, 256x1024, 256x8192.
 `compile-times` compiles, with an empty Triton cache, each distinct gfx950 specialization
-of the Gluon kernel among every fp8 candidate the 8 benchmark shapes are offered, and
+of the Gluon kernel among every candidate of the format (default fp8) the 8 benchmark shapes are offered, and
 prints the seconds each took.
 """
 from __future__ import annotations
@@ -47,22 +47,23 @@ def compile_gluon(spec):
     return triton.compile(source, target=spec.target, options=spec.options.__dict__)
 
 
-def first_gluon_launch(batch: int, kv_len: int):
-    launch = sub.triton_launch_candidates("fp8", batch, kv_len, CUS, "gfx950")[0]
+def first_gluon_launch(batch: int, kv_len: int, kv_format: str = "fp8"):
+    launch = sub.triton_launch_candidates(kv_format, batch, kv_len, CUS, "gfx950")[0]
     if launch.form != "gluon":
-        raise SystemExit(f"the fp8 launch offered first on gfx950 is {launch.form!r}: Gluon does not import here")
+        raise SystemExit(f"the {kv_format} launch offered first on gfx950 is {launch.form!r}: "
+                         "Gluon does not import here")
     return launch
 
 
-def shape_report(batch: int, kv_len: int, asm_dir: Path | None) -> dict:
-    launch = first_gluon_launch(batch, kv_len)
-    calls = compile_target.decode_kernel_calls(compile_target.contract_inputs(batch, kv_len), "fp8", launch)
+def shape_report(batch: int, kv_len: int, asm_dir: Path | None, kv_format: str = "fp8") -> dict:
+    launch = first_gluon_launch(batch, kv_len, kv_format)
+    calls = compile_target.decode_kernel_calls(compile_target.contract_inputs(batch, kv_len), kv_format, launch)
     spec = compile_target.specialize(calls[0], compile_target.TARGETS["gfx950"])
     compiled = compile_gluon(spec)
     asm = compiled.asm["amdgcn"]
     if asm_dir:
         asm_dir.mkdir(parents=True, exist_ok=True)
-        (asm_dir / f"fp8_gluon_{batch}x{kv_len}.amdgcn").write_text(asm)
+        (asm_dir / f"{kv_format}_gluon_{batch}x{kv_len}.amdgcn").write_text(asm)
     found = amdgcn.resources(asm)
     instructions, labels = amdgcn.parse(asm)
     first, last = amdgcn.main_loop_span(instructions, labels)
@@ -78,7 +79,7 @@ def shape_report(batch: int, kv_len: int, asm_dir: Path | None) -> dict:
                                 .asm["amdgcn"])[0]) for c in calls[1:]]
     # Static bounds per token of the shape (all waves of a program), against the HBM time.
     tokens_per_simd_cycle = batch * kv_len / (CUS * SIMDS_PER_CU * CLOCK_HZ)
-    hbm_s = report.route_bytes("triton_fp8", batch, kv_len) / HBM_BYTES_PER_S
+    hbm_s = report.route_bytes(f"triton_{kv_format}", batch, kv_len) / HBM_BYTES_PER_S
     per_token = {name: count * waves / launch.block_n for name, count in per_wave.items()}
     mfma_cycles = sum(amdgcn.mfma_cycles(kind) * count for kind, count in kinds.items()) * waves / launch.block_n
     return {"batch": batch, "kv_len": kv_len, "launch": sub.dataclasses.asdict(launch),
@@ -114,13 +115,14 @@ def table(rows: list) -> str:
 BENCHMARK_SHAPES = [(4, 1024), (4, 8192), (32, 1024), (32, 8192), (64, 1024), (64, 8192), (256, 1024), (256, 8192)]
 
 
-def compile_times() -> None:
+def compile_times(kv_format: str = "fp8") -> None:
     seconds = {}
     for batch, kv_len in BENCHMARK_SHAPES:
-        for launch in sub.triton_launch_candidates("fp8", batch, kv_len, CUS, "gfx950"):
+        for launch in sub.triton_launch_candidates(kv_format, batch, kv_len, CUS, "gfx950"):
             if launch.form != "gluon":
                 continue
-            calls = compile_target.decode_kernel_calls(compile_target.contract_inputs(batch, kv_len), "fp8", launch)
+            calls = compile_target.decode_kernel_calls(compile_target.contract_inputs(batch, kv_len), kv_format,
+                                                       launch)
             spec = compile_target.specialize(calls[0], compile_target.TARGETS["gfx950"])
             if spec.key not in seconds:
                 started = time.time()
@@ -132,18 +134,19 @@ def compile_times() -> None:
 
 
 def main() -> None:
-    if sys.argv[1:] == ["compile-times"]:
+    if sys.argv[1:2] == ["compile-times"]:
         os.environ["TRITON_CACHE_DIR"] = tempfile.mkdtemp()  # read when the first compile starts
-        compile_times()
+        compile_times(*sys.argv[2:3])
         return
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("shapes", nargs="*", help="batch,kv_len (default: issue 21's four)")
+    parser.add_argument("--format", default="fp8", choices=("fp8", "mxfp4"))
     parser.add_argument("--json", type=Path)
     parser.add_argument("--table", type=Path, help="a markdown table of the rows")
     parser.add_argument("--asm-dir", type=Path)
     args = parser.parse_args()
     shapes = [tuple(int(x) for x in s.split(",")) for s in args.shapes] or SHAPES
-    rows = [shape_report(batch, kv_len, args.asm_dir) for batch, kv_len in shapes]
+    rows = [shape_report(batch, kv_len, args.asm_dir, args.format) for batch, kv_len in shapes]
     for row in rows:
         print(json.dumps(row))
     if args.json:

@@ -447,7 +447,7 @@ def test_launch_candidates():
             # and the CDNA4 form at the leading split count, then the Gluon form where it runs
             other = [c for c in cands if c.form != form]
             extra = ["e4m3_waves" if fmt == "fp8" else "waves"]
-            extra += ["gluon"] if fmt == "fp8" and sub.gluon_forms_here("sm_90") else []
+            extra += ["gluon"] if sub.gluon_forms_here("sm_90") else []
             assert [c.form for c in other] == extra
             assert all(c.num_splits == best[0] and c.waves_per_eu == 0 for c in other)
         for batch, length in ((1, 1), (3, 300), (1000, 50), (4, 1 << 20)):
@@ -461,7 +461,7 @@ def test_launch_candidates():
 
 
 def test_launch_candidates_on_gfx950():
-    """The MI355X gets the Gluon form first where Gluon imports (fp8), then only the CDNA4
+    """The MI355X gets the Gluon form first where Gluon imports (fp8, MXFP4), then only the CDNA4
     Triton forms (the others run at one wave a SIMD there, see bench/gfx950_report.py),
     with the AMD occupancy hint. Its splits are the fewest that give each of the 256 CUs a
     program, at least one tile a split; twice as many follow."""
@@ -469,13 +469,16 @@ def test_launch_candidates_on_gfx950():
     for fmt, form in (("fp8", "e4m3_waves"), ("mxfp4", "waves")):
         for (batch, length) in MEASURED_BEST:
             cands = sub.triton_launch_candidates(fmt, batch, length, 256, "gfx950")
-            lead = "gluon" if fmt == "fp8" and gluon_first else form
+            lead = "gluon" if gluon_first else form
             assert cands[0].form == lead and {c.form for c in cands} == {lead, form}
             assert all(c.waves_per_eu >= 2 for c in cands if c.form == form)
-            assert all(c.gluon_arch == "cdna4" and c.waves_per_eu == 2 for c in cands if c.form == "gluon")
+            gluon_waves_per_eu = sub._FORM_TILES[(fmt, "gluon")][0][3]
+            assert all(c.gluon_arch == "cdna4" and c.waves_per_eu == gluon_waves_per_eu
+                       for c in cands if c.form == "gluon")
             cands = [c for c in cands if c.form == lead]  # the leading form's splits, below
-            # gfx950's convert instruction for the MXFP4 form there, and nowhere else
-            assert all(c.hw_convert == (fmt == "mxfp4") for c in cands)
+            # gfx950's convert instruction for the MXFP4 waves form there, and nowhere else
+            # (the Gluon form writes its own)
+            assert all(c.hw_convert == (c.form == "waves") for c in cands)
             assert not any(c.hw_convert for c in sub.triton_launch_candidates(fmt, batch, length, 132, "sm_90"))
             first = cands[0]
             tiles_a_split = length // first.num_splits // first.block_n
