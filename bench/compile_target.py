@@ -1,6 +1,12 @@
 """Compile the Triton and Gluon launches of one decode call for a named GPU target, on any
 machine.
 
+    python3 bench/compile_target.py gfx950|sm_90 [--language gluon|triton|all]
+
+compiles, into an empty Triton cache, every distinct specialization the autopick offers for
+the 8 benchmark shapes on that target (offered_launches) and prints each one's seconds, then
+their count and total.
+
 A launch is compiled exactly as Triton's JIT would compile it on that target for the same
 arguments: the JIT's own binder (triton.runtime.jit.create_function_from_signature, with
 the target's backend) reads the arguments and yields the signature, the constexprs and
@@ -28,9 +34,12 @@ module refuses to load under TRITON_INTERPRET=1: run it in a process without it.
 """
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import os
 import sys
+import tempfile
+import time
 from pathlib import Path
 
 if os.environ.get("TRITON_INTERPRET") == "1":
@@ -217,9 +226,6 @@ def distinct_specializations(launches, target: GPUTarget) -> dict:
 
 
 def main() -> None:
-    import argparse
-    import tempfile
-    import time
     parser = argparse.ArgumentParser(description="Compile, on this machine, every distinct kernel specialization "
                                                  "the autopick offers for the 8 benchmark shapes on ARCH; one line "
                                                  "each, then the count and the total seconds (a cold cache).")
