@@ -80,7 +80,8 @@ _TL_NOPE = tl.constexpr(512)
 _TL_ROPE = tl.constexpr(64)
 
 # The forms of each format's kernel (see above); the first is the portable default.
-KERNEL_FORMS = {"fp8": ("f16", "e4m3_waves"), "mxfp4": ("bf16", "waves")}
+# "gluon" is the Gluon kernel (section "Gluon kernels"), offered where Gluon imports.
+KERNEL_FORMS = {"fp8": ("f16", "e4m3_waves", "gluon"), "mxfp4": ("bf16", "waves", "gluon")}
 # The forms whose tile is num_warps token groups, one a wave (see above).
 _WAVE_FORMS = {"fp8_e4m3_waves", "mxfp4_waves", "mxfp4_waves_cvt"}
 
@@ -97,6 +98,7 @@ class TritonLaunch:
     form: str = ""        # one of KERNEL_FORMS[format]; "" is the format's first
     waves_per_eu: int = 0  # AMD only: the occupancy the register allocator aims for (0: none)
     hw_convert: bool = False  # gfx950 only: the MXFP4 "waves" form decodes by its convert instruction
+    gluon_arch: str = ""  # Gluon forms: the kernel's ARCH ("cdna4" for gfx950, "ampere" for NVIDIA sm_80+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -121,7 +123,12 @@ _FORM_TILES = {
     ("mxfp4", "bf16"): [(32, 4, 1, 0), (64, 8, 1, 0)],
     ("fp8", "e4m3_waves"): [(128, 4, 1, 2)],
     ("mxfp4", "waves"): [(128, 4, 1, 2)],
+    # Gluon forms: num_stages is the ring's depth; num_warps counts 64-thread groups (a
+    # gfx950 wave), so NVIDIA launches twice as many warps (_launch).
+    ("fp8", "gluon"): [(128, 4, 2, 2)],
+    ("mxfp4", "gluon"): [(128, 4, 2, 0)],
 }
+_GLUON_FORMS = {"gluon"}
 _IDLE_SM_FORMS = {("fp8", "f16"), ("mxfp4", "bf16")}
 _CONVERT_FORMS = {"waves"}  # forms that take gfx950's convert instruction there (hw_convert)
 # The forms offered per architecture, first the one whose launches lead the candidates.
@@ -131,6 +138,37 @@ _ARCH_FORMS = {
     "gfx950": {"fp8": ("e4m3_waves",), "mxfp4": ("waves",)},
     "": {"fp8": ("f16", "e4m3_waves"), "mxfp4": ("bf16", "waves")},
 }
+# The Gluon forms per format: first on gfx950, an extra candidate on NVIDIA sm_80+,
+# wherever Gluon imports (gluon_forms_here).
+_GLUON_ARCH_FORMS = {"fp8": ("gluon",), "mxfp4": ("gluon",)}
+
+
+def _offered_forms(kv_format: str, arch: str) -> tuple:
+    triton_forms = _ARCH_FORMS.get(arch, _ARCH_FORMS[""])[kv_format]
+    if not gluon_forms_here(arch):
+        return triton_forms
+    if arch == "gfx950":
+        return _GLUON_ARCH_FORMS[kv_format] + triton_forms
+    return triton_forms + _GLUON_ARCH_FORMS[kv_format]
+
+
+def gluon_forms_here(arch: str) -> bool:
+    """Whether Gluon forms can be offered for a device of `arch`: Gluon imports, the
+    kernels are compiled (not interpreted), and the architecture has a Gluon ARCH."""
+    return GLUON_AVAILABLE and not _INTERPRETED and bool(gluon_arch(arch))
+
+
+def check_gluon_here(arch: str) -> None:
+    """Raises ValueError, saying why, where a Gluon form cannot run (before any launch)."""
+    if not GLUON_AVAILABLE:
+        raise ValueError("the Gluon forms need triton.experimental.gluon with its amd.cdna4 and "
+                         "nvidia.ampere modules, which do not import here")
+    if _INTERPRETED:
+        raise ValueError("Gluon kernels do not run under TRITON_INTERPRET=1 (Gluon asks for a GPU "
+                         "driver); use a Triton form there")
+    if not gluon_arch(arch):
+        raise ValueError(f"the Gluon forms run on gfx950 or NVIDIA sm_80+ GPUs, not on "
+                         f"{arch or 'this device (no GPU)'}")
 
 
 def triton_launch_candidates(kv_format: str, batch: int, max_kv_len: int, num_sms: int,
@@ -157,7 +195,9 @@ def triton_launch_candidates(kv_format: str, batch: int, max_kv_len: int, num_sm
     if form:
         _check_form(kv_format, form)
     batch, max_kv_len, num_sms = max(batch, 1), max(max_kv_len, 1), max(num_sms, 1)
-    forms = (form,) if form else _ARCH_FORMS.get(arch, _ARCH_FORMS[""])[kv_format]
+    if form in _GLUON_FORMS:
+        check_gluon_here(arch)
+    forms = (form,) if form else _offered_forms(kv_format, arch)
     tiles = _FORM_TILES[(kv_format, forms[0])]
     if arch in _FILL_ONCE_ARCHS:
         min_split_tokens = tiles[0][0]
@@ -192,9 +232,12 @@ def _fill_once_splits(batch: int, max_kv_len: int, num_cus: int, min_split_token
 
 def _launch(splits: int, tile: tuple, form: str, arch: str) -> TritonLaunch:
     block_n, num_warps, num_stages, waves_per_eu = tile
+    kernel_arch = gluon_arch(arch) if form in _GLUON_FORMS else ""
+    if kernel_arch == "ampere":
+        num_warps *= 2  # a 64-thread group is two warps there
     return TritonLaunch(splits, block_n, num_warps, num_stages, form=form,
                         waves_per_eu=waves_per_eu if arch.startswith("gfx") else 0,
-                        hw_convert=form in _CONVERT_FORMS and arch == "gfx950")
+                        hw_convert=form in _CONVERT_FORMS and arch == "gfx950", gluon_arch=kernel_arch)
 
 
 def make_triton_scratch(batch: int, launch: TritonLaunch, device) -> TritonScratch:
@@ -231,6 +274,10 @@ def _mxfp4_operands(kv_fp4, kv_scales, launch):
         # That form reads the codes as 4-byte words; an unaligned word load is not risked.
         raise ValueError("the mxfp4 form waves needs 4-byte aligned rows "
                          f"(address {kv_fp4.data_ptr():#x}, row stride {kv_fp4.stride(0)})")
+    if launch.form == "gluon" and (kv_fp4.data_ptr() % 16 or kv_fp4.stride(0) % 16):
+        # That form copies the rows 16 bytes a thread and reads them back as 4-byte words.
+        raise ValueError("the mxfp4 form gluon needs 16-byte aligned rows "
+                         f"(address {kv_fp4.data_ptr():#x}, row stride {kv_fp4.stride(0)})")
     return kv_fp4, kv_scales if kv_scales.dtype == torch.uint8 else kv_scales.view(torch.uint8)
 
 
@@ -238,7 +285,21 @@ def triton_kv_operands(kv_data, kv_format: str, launch) -> tuple:
     """(KV buffer, its scale or scales) as the decode kernel takes them for kv_format."""
     if kv_format == "mxfp4":
         return _mxfp4_operands(*kv_data["mxfp4"], launch)
+    if launch.form in _GLUON_FORMS:
+        _check_gluon_rows(kv_data["fp8"][0], launch.form)
     return tuple(kv_data["fp8"])
+
+
+def _check_gluon_rows(kv, form: str) -> None:
+    # The Gluon forms copy 16 bytes of a row at a time and always read some row (checked
+    # on every call: a plan's later inputs may sit elsewhere).
+    if kv.dtype != torch.float8_e4m3fn:
+        raise ValueError(f"the fp8 form {form} reads e4m3fn (OCP) bytes, not {kv.dtype}")
+    if kv.data_ptr() % 16 or kv.stride(0) % 16 or kv.stride(-1) != 1:
+        raise ValueError(f"the fp8 form {form} needs 16-byte aligned rows, contiguous "
+                         f"(address {kv.data_ptr():#x}, row stride {kv.stride(0)})")
+    if kv.shape[0] == 0:
+        raise ValueError(f"the fp8 form {form} needs a KV buffer of at least one row")
 
 
 def _check_form(kv_format: str, form: str) -> None:
@@ -267,26 +328,46 @@ def decode_tails(q, kv, kv_scale, kv_format: str, sm_scale: float, scratch, laun
     if kv_format == "fp8" and kv.stride(0) * launch.block_n >= 2 ** 31:
         raise ValueError(f"KV row stride {kv.stride(0)} too large for {launch.block_n}-row tiles "
                          "(the fp8 kernel's in-tile offsets are 32-bit)")
+    if launch.gluon_arch and kv_format == "mxfp4" and max(
+            kv.stride(0) * launch.block_n, stride_sr * launch.block_n + stride_sc * MXFP4_BLOCKS_PER_ROW) >= 2 ** 31:
+        raise ValueError(f"KV row stride {kv.stride(0)} or scale strides {(stride_sr, stride_sc)} too large for "
+                         f"{launch.block_n}-row tiles (the Gluon kernel's in-tile offsets are 32-bit)")
     splits = launch.num_splits
+    last = (launch.num_stages, launch.gluon_arch) if launch.gluon_arch else (_INTERPRETED,)
+    if launch.gluon_arch:
+        _check_gluon_launch(q.device, launch)
     decode = (scratch.part_o, scratch.part_lse, scratch.counters,
               sm_scale * _LOG2E, q.shape[0], kv.shape[0], splits,
               q.stride(0), q.stride(1), kv.stride(0), stride_sr, stride_sc, 16 * 512, 512,
-              form, splits > 1, launch.combine_in_kernel, launch.block_n, _wave_groups(form, launch), _INTERPRETED)
+              form, splits > 1, launch.combine_in_kernel, launch.block_n, _wave_groups(form, launch), *last)
     if splits == 1 or launch.combine_in_kernel:
         return decode, None
     return decode, (scratch.part_o, scratch.part_lse, q.shape[0], splits, 16 * 512, 512,
                     triton.next_power_of_2(splits), _combine_columns(splits))
 
 
+def _check_gluon_launch(device, launch) -> None:
+    # A Gluon launch runs only on the architecture it was built for; "meta" tensors
+    # (bench/compile_target.py compiling for a named target) are not run.
+    if device.type == "meta":
+        return
+    arch = _device_sms_and_arch(device)[1]
+    check_gluon_here(arch)
+    if gluon_arch(arch) != launch.gluon_arch:
+        raise ValueError(f"a Gluon launch built for {launch.gluon_arch} cannot run on {arch}")
+
+
 def _wave_groups(form: str, launch) -> int:
     """The decode kernel's WAVE_GROUPS: num_warps for a wave form (each group at least 16
-    rows, the smallest MFMA side), 1 for the others."""
-    if form not in _WAVE_FORMS:
+    rows, the smallest MFMA side), num_warps / 2 for a Gluon launch on NVIDIA (a group is
+    64 threads), 1 for the others."""
+    if form not in _WAVE_FORMS and launch.form not in _GLUON_FORMS:
         return 1
-    if launch.block_n % launch.num_warps or launch.block_n // launch.num_warps < 16:
-        raise ValueError(f"the form {form} needs block_n a multiple of 16 x num_warps "
+    groups = launch.num_warps // 2 if launch.gluon_arch == "ampere" else launch.num_warps
+    if launch.block_n % groups or launch.block_n // groups < 16 or groups & (groups - 1):
+        raise ValueError(f"the form {form} needs block_n a multiple of 16 x {groups} groups, a power of two "
                          f"(got block_n {launch.block_n}, num_warps {launch.num_warps})")
-    return launch.num_warps
+    return groups
 
 
 def _combine_columns(splits: int) -> int:
@@ -319,10 +400,13 @@ def decode_calls(per_call: tuple, tails: tuple, launch) -> list[KernelCall]:
     if batch <= 0:
         return []
     decode_tail, combine_tail = tails
-    options = dict(num_warps=launch.num_warps, num_stages=launch.num_stages)
+    # A Gluon kernel's ring is its own (num_stages is its STAGES argument); the JIT launches
+    # it with the same kernel[grid](*args, **options) as a Triton kernel.
+    kernel = _mla_decode_gluon_kernel if launch.gluon_arch else _mla_decode_kernel
+    options = dict(num_warps=launch.num_warps, num_stages=1 if launch.gluon_arch else launch.num_stages)
     if launch.waves_per_eu:
         options["waves_per_eu"] = launch.waves_per_eu
-    calls = [KernelCall(_mla_decode_kernel, (launch.num_splits, batch), (*per_call, *decode_tail), options)]
+    calls = [KernelCall(kernel, (launch.num_splits, batch), (*per_call, *decode_tail), options)]
     if combine_tail is not None:
         calls.append(KernelCall(_combine_splits_kernel, _combine_grid(batch, launch.num_splits),
                                 (qo_indptr, out, *combine_tail), dict(num_warps=4, num_stages=1)))
@@ -955,6 +1039,893 @@ def _mla_decode_kernel(
     else:
         _store_rows(out_ptr, q_row, stride_o_tok, stride_o_head, o)
 # ==== end Triton kernels ====
+
+
+# ==== Gluon kernels ====
+# The fp8 and MXFP4 decodes written in Gluon (triton.experimental.gluon): layouts, shared memory,
+# asynchronous copies and MMAs are explicit, so the KV tiles can go global -> shared
+# memory by the hardware's copy engine into a ring of STAGES buffers while the tile before
+# them is multiplied (Triton's pipeliner cannot hold the next tile in this kernel).
+# One kernel body serves two GPUs, chosen by the constexpr ARCH:
+#   "cdna4" (gfx950, the leaderboard's): cdna4.async_copy.buffer_load_to_shared (a buffer
+#           load with 32-bit offsets straight into LDS) + commit_group / wait_group, LDS
+#           reads marked as ordered by that wait (load_shared_relaxed), products fp8 x fp8
+#           by the MFMA (16x16x128 for the 512 nope columns, 16x16x32 for the rest).
+#   "ampere" (NVIDIA sm_80+, the twin run on the H200): ampere.async_copy
+#           .async_copy_global_to_shared (cp.async) + commit_group / wait_group, products
+#           by ampere.mma_v2, which has no fp8: e4m3 operands are widened to fp16 after
+#           the shared-memory read (exact), so both GPUs multiply the same values.
+# Everything else is shared: split bounds, row clamping, ring indices, Q's e4m3 scaling,
+# the online softmax, the merge of the waves and the split store. The H200 never executes
+# the "cdna4" branches (of _gluon_copy_tile, _gluon_wait, _gluon_read_stage, _gluon_mma,
+# _gluon_mma_k128, which alone calls _gluon_mfma_k128; for MXFP4 of _gluon_e2m1_pairs
+# (the convert instruction), _gluon_load_bytes, _gluon_scale_bytes, _gluon_mxfp4_q_operands
+# and _gluon_mxfp4_scores (mfma_scaled)) nor the cdna4 layouts of the _gluon_*_layout /
+# _gluon_*k_width functions (the MXFP4 linear layouts included); those lines are checked
+# only by compiling for gfx950 (bench/compile_target.py, bench/gluon_isa.py).
+# A tile is GROUPS groups of TOKENS rows; group g is read and multiplied by its own waves
+# (the MMA layout puts the group axis on the warps), each keeping its own softmax state,
+# merged once after the loop, as the Triton wave forms do. The MXFP4 kernel reuses these
+# helpers. Gluon does not run under TRITON_INTERPRET (it asks for a GPU driver) nor on a
+# CPU: the host refuses a Gluon form there (check_gluon_here) before any launch.
+try:
+    from triton.experimental import gluon
+    from triton.experimental.gluon import language as gl
+    from triton.experimental.gluon.language.amd import cdna4 as gl_cdna4
+    from triton.experimental.gluon.language.nvidia import ampere as gl_ampere
+    from triton.experimental.gluon.language._core import builtin as gluon_builtin
+except ImportError:  # an older Triton: the Gluon forms are not offered
+    gluon = None
+
+GLUON_AVAILABLE = gluon is not None
+GLUON_ARCHS = {"gfx950": "cdna4"}  # device architecture -> the kernel's ARCH; NVIDIA sm_80+ -> "ampere"
+
+
+def gluon_arch(arch: str) -> str:
+    """The Gluon kernel's ARCH for a device architecture ("gfx950", "sm_90"); "" if none."""
+    if arch in GLUON_ARCHS:
+        return GLUON_ARCHS[arch]
+    if arch.startswith("sm_") and arch[3:].isdigit() and int(arch[3:]) >= 80:
+        return "ampere"
+    return ""
+
+
+if GLUON_AVAILABLE:
+    # The layouts, by ARCH. A "group" is 64 threads: one wave64 on gfx950, two warps on
+    # NVIDIA (so the same tile takes 4 warps there and 8 here). The group axis goes to the
+    # warps; a copy moves 16 bytes a thread (what both copy engines move best).
+    @gluon.constexpr_function
+    def _gluon_mma_layout(ARCH, GROUPS, INSTR_K=32):
+        # INSTR_K: the MFMA's K on gfx950, fp8 16x16x32 or 16x16x128 (twice the rate, for
+        # K a multiple of 128); the result's 16x16 layout is the same for both.
+        if ARCH == "cdna4":
+            return gl_cdna4.AMDMFMALayout(version=4, instr_shape=[16, 16, INSTR_K], transposed=True,
+                                          warps_per_cta=[GROUPS, 1, 1])
+        # A group's two warps split its tokens (scores) and V's columns (output).
+        return gl.NVMMADistributedLayout(version=[2, 0], warps_per_cta=[GROUPS, 1, 2], instr_shape=[1, 16, 8])
+
+    @gluon.constexpr_function
+    def _gluon_copy_layout(ARCH, GROUPS, COLUMNS):
+        # [G, rows, COLUMNS] e4m3, 16 bytes a thread along a row.
+        lanes = COLUMNS // 16
+        if ARCH == "cdna4":
+            return gl.BlockedLayout([1, 1, 16], [1, 64 // lanes, lanes], [GROUPS, 1, 1], [2, 1, 0])
+        return gl.BlockedLayout([1, 1, 16], [1, 32 // lanes, lanes], [GROUPS, 2, 1], [2, 1, 0])
+
+    @gluon.constexpr_function
+    def _gluon_k_width(ARCH):
+        # Operand elements a thread holds together along K for Q.K^T: e4m3 for the MFMA,
+        # fp16 for mma_v2.
+        return 16 if ARCH == "cdna4" else 2
+
+    @gluon.constexpr_function
+    def _gluon_p_k_width(ARCH):
+        # The same for P.V. On gfx950, 4: a lane of the scores' (transposed) MFMA layout
+        # holds 4 consecutive tokens of each 16-token block, exactly what a P operand of
+        # k_width 4 holds, so P goes from scores to operand without passing through LDS.
+        return 4 if ARCH == "cdna4" else 2
+
+    @gluon.constexpr_function
+    def _gluon_rows_layout(ARCH, GROUPS):
+        # [16, 512] over all the program's threads, 4 columns a thread (the in-kernel combine).
+        if ARCH == "cdna4":
+            return gl.BlockedLayout([1, 4], [1, 64], [GROUPS, 1], [1, 0])
+        return gl.BlockedLayout([1, 4], [1, 32], [2 * GROUPS, 1], [1, 0])
+
+    @gluon.constexpr_function
+    def _gluon_groups_rows_layout(ARCH, GROUPS):
+        # [G, 16, 512] with a thread's G values of one element together: the wave merge's
+        # sum over the groups within a thread; its slice along G is _gluon_rows_layout.
+        if ARCH == "cdna4":
+            return gl.BlockedLayout([GROUPS, 1, 4], [1, 1, 64], [1, GROUPS, 1], [2, 1, 0])
+        return gl.BlockedLayout([GROUPS, 1, 4], [1, 1, 32], [1, 2 * GROUPS, 1], [2, 1, 0])
+
+    @gluon.constexpr_function
+    def _gluon_ring_layout():
+        return gl.SwizzledSharedLayout(1, 1, 1, [2, 1, 0])
+
+    @gluon.jit
+    def _gluon_axis(N: gl.constexpr, AXIS: gl.constexpr, layout: gl.constexpr):
+        # arange(N) along AXIS of a rank-3 `layout`, shaped to broadcast ([N,1,1], [1,N,1], [1,1,N]).
+        if AXIS == 0:
+            x = gl.arange(0, N, layout=gl.SliceLayout(1, gl.SliceLayout(2, layout)))
+            return gl.expand_dims(gl.expand_dims(x, 1), 2)
+        elif AXIS == 1:
+            x = gl.arange(0, N, layout=gl.SliceLayout(0, gl.SliceLayout(2, layout)))
+            return gl.expand_dims(gl.expand_dims(x, 0), 2)
+        else:
+            x = gl.arange(0, N, layout=gl.SliceLayout(0, gl.SliceLayout(1, layout)))
+            return gl.expand_dims(gl.expand_dims(x, 0), 1)
+
+    @gluon.jit
+    def _gluon_split_bounds(kv_indptr_ptr, b, split, kv_rows, num_splits, BLOCK_N: gl.constexpr):
+        # This program's token range [lo, hi), clamped to the buffer whatever kv_indptr
+        # says (as _mla_decode_kernel).
+        seq_end = gl.minimum(gl.maximum(gl.load(kv_indptr_ptr + b + 1), 0), kv_rows)
+        seq_start = gl.minimum(gl.maximum(gl.load(kv_indptr_ptr + b), 0), seq_end)
+        chunk = gl.cdiv(gl.cdiv(seq_end - seq_start, num_splits), BLOCK_N) * BLOCK_N
+        lo = gl.minimum(seq_start + split * chunk, seq_end)
+        return lo, gl.minimum(lo + chunk, seq_end)
+
+    @gluon.jit
+    def _gluon_row_offsets(stride_kv, GROUPS: gl.constexpr, TOKENS: gl.constexpr, layout: gl.constexpr):
+        # [G, T, 1]: each row's offset (int32 elements) from a tile's first row, group g
+        # owning rows g*T .. g*T+T-1. The same for every tile: computed once, before the loop.
+        return (_gluon_axis(GROUPS, 0, layout) * TOKENS + _gluon_axis(TOKENS, 1, layout)) * stride_kv
+
+    @gluon.jit
+    def _gluon_copy_tile(nope_dst, rope_dst, kv_ptr, start, hi, stride_kv, nope_rows, rope_rows,
+                         ARCH: gl.constexpr):
+        # Issue the asynchronous copy of the tile at `start` (each row's nope then rope
+        # bytes, as many as the stages hold: 512 + 64 for fp8, 256 + 32 for MXFP4; row
+        # offsets from _gluon_row_offsets) into one ring stage, and commit it as one group.
+        # Rows at or past hi repeat row hi - 1 (their scores become -inf), so no copy
+        # leaves the rows [start, hi). A tile wholly past hi (the ring's prefetch beyond
+        # the split) reads row hi - 1 (row 0 for an empty split at the buffer's start; the
+        # host refuses an empty KV buffer). Offsets stay under BLOCK_N x stride, which the
+        # host checks fits 32 bits.
+        NOPE_COPY: gl.constexpr = nope_rows.type.layout
+        ROPE_COPY: gl.constexpr = rope_rows.type.layout
+        NOPE_BYTES: gl.constexpr = nope_dst.shape[2]
+        ROPE_BYTES: gl.constexpr = rope_dst.shape[2]
+        first = gl.maximum(gl.minimum(start, hi - 1), 0)
+        base = kv_ptr + first.to(gl.int64) * stride_kv
+        last_row = gl.maximum(hi - 1 - first, 0) * stride_kv
+        nope = gl.minimum(nope_rows, last_row) + _gluon_axis(NOPE_BYTES, 2, NOPE_COPY)
+        rope = gl.minimum(rope_rows, last_row) + NOPE_BYTES + _gluon_axis(ROPE_BYTES, 2, ROPE_COPY)
+        if ARCH == "cdna4":
+            # Buffer loads: 32-bit offsets from a scalar base, straight into LDS (the
+            # hardware's range check would drop a lane outside the buffer).
+            gl_cdna4.async_copy.buffer_load_to_shared(nope_dst, base, nope)
+            gl_cdna4.async_copy.buffer_load_to_shared(rope_dst, base, rope)
+        else:
+            gl_ampere.async_copy.async_copy_global_to_shared(nope_dst, base + nope)
+            gl_ampere.async_copy.async_copy_global_to_shared(rope_dst, base + rope)
+        if ARCH == "cdna4":
+            gl_cdna4.async_copy.commit_group()
+        else:
+            gl_ampere.async_copy.commit_group()
+
+    @gluon.jit
+    def _gluon_wait(PENDING: gl.constexpr, ARCH: gl.constexpr):
+        # Wait until at most PENDING committed copy groups are still in flight.
+        if ARCH == "cdna4":
+            gl_cdna4.async_copy.wait_group(PENDING)
+        else:
+            gl_ampere.async_copy.wait_group(PENDING)
+
+    @gluon.jit
+    def _gluon_read_stage(stage, layout: gl.constexpr, ARCH: gl.constexpr):
+        # A ring stage (or a view of one) into registers. On gfx950 the read is marked as
+        # ordered by the wait_group before it, so the compiler does not also wait for the
+        # copies still in flight into the other stages (s_waitcnt vmcnt(0)).
+        if ARCH == "cdna4":
+            return gl_cdna4.async_copy.load_shared_relaxed(stage, layout)
+        else:
+            return stage.load(layout)
+
+    @gluon_builtin
+    def _gluon_mfma_k128(a, b, acc, _semantic=None):
+        # acc + a @ b over e4m3 by gfx950's 16x16x128 MFMA, batched: gl_cdna4.mfma takes
+        # only 16x16x32 for fp8, and mfma_scaled builds default scales for rank 2 only, so
+        # the unscaled scaled-dot that Triton's own tl.dot emits here is built directly.
+        e4m3 = gl.constexpr("e4m3")
+        out = _semantic.dot_scaled(a, None, e4m3, b, None, e4m3, acc, False, True, True, gl.float32)
+        return gl.tensor(out.handle, acc.type)
+
+    @gluon.jit
+    def _gluon_mma_k128(a, b, acc, ARCH: gl.constexpr):
+        # _gluon_mma for K a multiple of 128 (on gfx950 the 16x16x128 MFMA).
+        if ARCH == "cdna4":
+            return _gluon_mfma_k128(a, b, acc)
+        else:
+            return gl_ampere.mma_v2(a.to(gl.float16), b.to(gl.float16), acc)
+
+    @gluon.jit
+    def _gluon_mma(a, b, acc, ARCH: gl.constexpr):
+        # acc + a @ b over e4m3 or bf16 operands; mma_v2 has no fp8, so e4m3 is widened to
+        # fp16 there (exact).
+        if ARCH == "cdna4":
+            return gl_cdna4.mfma(a, b, acc)
+        elif a.dtype.is_fp8():
+            return gl_ampere.mma_v2(a.to(gl.float16), b.to(gl.float16), acc)
+        else:
+            return gl_ampere.mma_v2(a, b, acc)
+
+    @gluon.jit
+    def _gluon_to_e4m3(x):
+        # fp32 (|x| < 448) to e4m3fn, rounding to nearest even (compiled: no emulation).
+        return x.to(gl.float8e4nv)
+
+    @gluon.jit
+    def _gluon_q_operands(q_ptr, q_row, stride_q_tok, stride_q_head, GROUPS: gl.constexpr, NOPE_COPY: gl.constexpr,
+                          ROPE_COPY: gl.constexpr, NOPE_OPERAND: gl.constexpr, ROPE_OPERAND: gl.constexpr,
+                          HEADS: gl.constexpr):
+        # Q in e4m3 with a power-of-two scale per head (as _attend_fp8_e4m3_waves), as the
+        # scores' left operand for every group ([G, 16, 512] and [G, 16, 64]; each wave
+        # loads its own copy), and the inverse scale per head [G, 16] (MMA's row slice).
+        heads = _gluon_axis(16, 1, NOPE_COPY)
+        zero_groups = _gluon_axis(GROUPS, 0, NOPE_COPY) * 0
+        q_base = q_ptr + q_row.to(gl.int64) * stride_q_tok
+        qn = gl.load(q_base + zero_groups + heads * stride_q_head + _gluon_axis(512, 2, NOPE_COPY)).to(gl.float32)
+        rope_heads = _gluon_axis(16, 1, ROPE_COPY) * stride_q_head + _gluon_axis(GROUPS, 0, ROPE_COPY) * 0
+        qp = gl.load(q_base + rope_heads + 512 + _gluon_axis(64, 2, ROPE_COPY)).to(gl.float32)
+        amax = gl.maximum(gl.max(gl.abs(qn), 2), gl.convert_layout(gl.max(gl.abs(qp), 2),
+                                                                    gl.SliceLayout(2, NOPE_COPY)))
+        amax_exponent = (amax.to(gl.int32, bitcast=True) >> 23) & 0xFF
+        scale_bits = gl.minimum(gl.maximum(261 - amax_exponent, 1), 253)
+        q_scale = gl.expand_dims((scale_bits << 23).to(gl.float32, bitcast=True), 2)
+        # A head with an inf or NaN gets NaN scores, as exact attention does (its e4m3
+        # conversion would saturate an inf to a finite value).
+        q_inverse = ((254 - scale_bits) << 23).to(gl.float32, bitcast=True)
+        q_inverse = gl.where(amax_exponent == 255, float("nan"), q_inverse)
+        q_nope = gl.convert_layout(_gluon_to_e4m3(qn * q_scale), NOPE_OPERAND)
+        q_rope = gl.convert_layout(_gluon_to_e4m3(qp * gl.convert_layout(q_scale, ROPE_COPY)), ROPE_OPERAND)
+        return q_nope, q_rope, gl.convert_layout(q_inverse, HEADS)
+
+    @gluon.jit
+    def _gluon_scores(q_nope, q_rope, k_nope, k_rope, ARCH: gl.constexpr, NOPE_MMA: gl.constexpr,
+                      MMA: gl.constexpr, K_WIDTH: gl.constexpr):
+        # [G, 16, T] = Q . K^T for each group (MMA's layout), K's two parts read transposed
+        # from one ring stage ([G, T, 512] and [G, T, 64] in shared memory); the 512 nope
+        # columns in NOPE_MMA (K 128 on gfx950), whose result layout is MMA's.
+        GROUPS: gl.constexpr = k_nope.shape[0]
+        TOKENS: gl.constexpr = k_nope.shape[1]
+        k_nope = _gluon_read_stage(k_nope.permute((0, 2, 1)), gl.DotOperandLayout(1, NOPE_MMA, K_WIDTH), ARCH)
+        s = _gluon_mma_k128(q_nope, k_nope, gl.zeros([GROUPS, 16, TOKENS], gl.float32, NOPE_MMA), ARCH)
+        k_rope = _gluon_read_stage(k_rope.permute((0, 2, 1)), gl.DotOperandLayout(1, MMA, K_WIDTH), ARCH)
+        return _gluon_mma(q_rope, k_rope, gl.convert_layout(s, MMA), ARCH)
+
+    @gluon.jit
+    def _gluon_row_ok(start, hi, GROUPS: gl.constexpr, TOKENS: gl.constexpr, MMA: gl.constexpr):
+        # [G, 1, T]: whether each row of the tile at `start` is before hi.
+        rows = _gluon_axis(GROUPS, 0, MMA) * TOKENS + _gluon_axis(TOKENS, 2, MMA)
+        return rows < hi - start
+
+    @gluon.jit
+    def _gluon_softmax_step(s, m_i, l_i):
+        # The online softmax per (group, head): s [G, 16, T] (log2 domain, -inf where
+        # masked). A group with no valid row yet keeps max -inf, subtracted as 0, so its
+        # probabilities and factor are 0 (as _group_softmax_step).
+        m_new = gl.maximum(m_i, gl.max(s, 2))
+        m_safe = gl.where(m_new == float("-inf"), 0.0, m_new)
+        alpha = gl.exp2(m_i - m_safe)
+        p = gl.exp2(s - gl.expand_dims(m_safe, 2))
+        return p, alpha, m_new, l_i * alpha + gl.sum(p, 2)
+
+    @gluon.jit
+    def _gluon_merge_waves(acc, m_i, l_i, GROUPS_ROWS: gl.constexpr):
+        # The groups' states (acc [G, 16, C], m_i, l_i [G, 16]) -> one unnormalized
+        # (acc [16, C], m [16], l [16]) by log-sum-exp, once after the loop, laid out as
+        # GROUPS_ROWS's slice along G (acc) and its row slice (m, l). Each group's weighted
+        # accumulator goes through shared memory (reusing the ring's bytes), so that every
+        # thread sums the G values of its own elements (a reduction across the waves
+        # compiles element by element, about 1,700 instructions on gfx950).
+        m = gl.max(m_i, 0)
+        w = gl.exp2(m_i - gl.expand_dims(gl.where(m == float("-inf"), 0.0, m), 0))
+        groups = gl.allocate_shared_memory(gl.float32, acc.shape, gl.SwizzledSharedLayout(1, 1, 1, [2, 1, 0]))
+        groups.store(acc * gl.expand_dims(w, 2))
+        acc = gl.sum(groups.load(GROUPS_ROWS), 0)
+        heads: gl.constexpr = gl.SliceLayout(1, gl.SliceLayout(0, GROUPS_ROWS))
+        return acc, gl.convert_layout(m, heads), gl.convert_layout(gl.sum(l_i * w, 0), heads)
+
+    @gluon.jit
+    def _gluon_store_rows(ptr, row, stride_tok, stride_head, o):
+        # o [16, 512] to ptr[row, head, col], in o's own layout.
+        heads = gl.arange(0, 16, layout=gl.SliceLayout(1, o.type.layout))
+        cols = gl.arange(0, 512, layout=gl.SliceLayout(0, o.type.layout))
+        offsets = gl.expand_dims(heads, 1) * stride_head + gl.expand_dims(cols, 0)
+        gl.store(ptr + row.to(gl.int64) * stride_tok + offsets, o.to(ptr.dtype.element_ty))
+
+    @gluon.jit
+    def _gluon_combine_splits_in_program(part_o_ptr, part_lse_ptr, b, num_splits, layout: gl.constexpr):
+        # The merge of _combine_splits_in_program: one program, all heads and columns, a
+        # split at a time; .cg loads bypass L1 (other CUs wrote the partials).
+        heads = gl.arange(0, 16, layout=gl.SliceLayout(1, layout))
+        cols = gl.arange(0, 512, layout=gl.SliceLayout(0, layout))
+        lse_base = part_lse_ptr + b.to(gl.int64) * num_splits * 16 + heads
+        o_base = (part_o_ptr + b.to(gl.int64) * num_splits * 16 * 512 + gl.expand_dims(heads, 1) * 512
+                  + gl.expand_dims(cols, 0))
+        lse_max = gl.full([16], float("-inf"), gl.float32, gl.SliceLayout(1, layout))
+        for s in range(num_splits):
+            lse_max = gl.maximum(lse_max, gl.load(lse_base + s * 16, cache_modifier=".cg"))
+        lse_max = gl.where(lse_max == float("-inf"), 0.0, lse_max)
+        acc = gl.zeros([16, 512], gl.float32, layout)
+        w_sum = gl.zeros([16], gl.float32, gl.SliceLayout(1, layout))
+        for s in range(num_splits):
+            w = gl.exp2(gl.load(lse_base + s * 16, cache_modifier=".cg") - lse_max)
+            acc += gl.expand_dims(w, 1) * gl.load(o_base + s * 16 * 512, cache_modifier=".cg")
+            w_sum += w
+        return acc / gl.expand_dims(gl.where(w_sum > 0, w_sum, 1.0), 1)
+
+    @gluon.jit
+    def _gluon_finish(acc, m_i, l_i, b, split, q_row, out_ptr, part_o_ptr, part_lse_ptr, counters_ptr,
+                      num_splits, stride_o_tok, stride_o_head, SPLIT: gl.constexpr,
+                      COMBINE_IN_KERNEL: gl.constexpr, COMBINE_LAYOUT: gl.constexpr):
+        # The merged state -> the output row (one split), or the split's normalized
+        # partial and log2-sum-exp in the scratch layout _combine_splits_kernel reads, and
+        # with COMBINE_IN_KERNEL the merge by the last split to finish (as _mla_decode_kernel).
+        o = acc * gl.expand_dims(1.0 / gl.where(l_i > 0, l_i, 1.0), 1)
+        if SPLIT:
+            part = b.to(gl.int64) * num_splits + split
+            lse = gl.where(l_i > 0, m_i + gl.log2(l_i), float("-inf"))
+            gl.store(part_lse_ptr + part * 16 + gl.arange(0, 16, layout=l_i.type.layout), lse)
+            _gluon_store_rows(part_o_ptr, part, 16 * 512, 512, o)
+            if COMBINE_IN_KERNEL:
+                gl.thread_barrier()
+                done = gl.atomic_add(counters_ptr + b, 1, sem="acq_rel", scope="gpu")
+                if done == num_splits - 1:
+                    merged = _gluon_combine_splits_in_program(part_o_ptr, part_lse_ptr, b, num_splits, COMBINE_LAYOUT)
+                    _gluon_store_rows(out_ptr, q_row, stride_o_tok, stride_o_head, merged)
+                    gl.store(counters_ptr + b, 0)
+        else:
+            _gluon_store_rows(out_ptr, q_row, stride_o_tok, stride_o_head, o)
+
+    @gluon.jit
+    def _gluon_attend_fp8(q_ptr, q_row, stride_q_tok, stride_q_head, kv_ptr, kv_scale_ptr, lo, hi, qk_scale,
+                          stride_kv, BLOCK_N: gl.constexpr, GROUPS: gl.constexpr, STAGES: gl.constexpr,
+                          ARCH: gl.constexpr):
+        # fp8 x fp8 attention of the 16 heads over rows lo..hi-1, each group of waves over
+        # its own TOKENS rows of every tile (the numerics of _attend_fp8_e4m3_waves):
+        # returns the groups' unnormalized (acc [G, 16, 512], m, l [G, 16]) scaled back.
+        # The ring: tile i lives in stage i % STAGES; the copies of tile i + STAGES - 1 are
+        # issued before tile i is multiplied, so STAGES - 1 tiles are in flight during
+        # every product.
+        TOKENS: gl.constexpr = BLOCK_N // GROUPS
+        MMA: gl.constexpr = _gluon_mma_layout(ARCH, GROUPS)
+        NOPE_MMA: gl.constexpr = _gluon_mma_layout(ARCH, GROUPS, 128)
+        NOPE_COPY: gl.constexpr = _gluon_copy_layout(ARCH, GROUPS, 512)
+        ROPE_COPY: gl.constexpr = _gluon_copy_layout(ARCH, GROUPS, 64)
+        K_WIDTH: gl.constexpr = _gluon_k_width(ARCH)
+        P_K_WIDTH: gl.constexpr = _gluon_p_k_width(ARCH)
+        RING: gl.constexpr = _gluon_ring_layout()
+        # Q first: its layout conversion's shared scratch is then free before the ring's.
+        q_nope, q_rope, q_inverse = _gluon_q_operands(q_ptr, q_row, stride_q_tok, stride_q_head, GROUPS, NOPE_COPY,
+                                                      ROPE_COPY, gl.DotOperandLayout(0, NOPE_MMA, K_WIDTH),
+                                                      gl.DotOperandLayout(0, MMA, K_WIDTH), gl.SliceLayout(2, MMA))
+        nope_ring = gl.allocate_shared_memory(kv_ptr.dtype.element_ty, [STAGES, GROUPS, TOKENS, 512], RING)
+        rope_ring = gl.allocate_shared_memory(kv_ptr.dtype.element_ty, [STAGES, GROUPS, TOKENS, 64], RING)
+        nope_rows = _gluon_row_offsets(stride_kv, GROUPS, TOKENS, NOPE_COPY)
+        rope_rows = _gluon_row_offsets(stride_kv, GROUPS, TOKENS, ROPE_COPY)
+        for stage in gl.static_range(STAGES - 1):
+            _gluon_copy_tile(nope_ring.index(stage), rope_ring.index(stage), kv_ptr, lo + stage * BLOCK_N, hi,
+                             stride_kv, nope_rows, rope_rows, ARCH)
+        kv_scale = gl.load(kv_scale_ptr)
+        score_scale = gl.expand_dims(q_inverse * (qk_scale * kv_scale), 2)
+        m_i = gl.full([GROUPS, 16], float("-inf"), gl.float32, gl.SliceLayout(2, MMA))
+        l_i = gl.zeros([GROUPS, 16], gl.float32, gl.SliceLayout(2, MMA))
+        acc = gl.zeros([GROUPS, 16, 512], gl.float32, MMA)
+        tile = 0
+        for start in range(lo, hi, BLOCK_N):
+            ahead = (tile + STAGES - 1) % STAGES
+            _gluon_copy_tile(nope_ring.index(ahead), rope_ring.index(ahead), kv_ptr, start + (STAGES - 1) * BLOCK_N,
+                             hi, stride_kv, nope_rows, rope_rows, ARCH)
+            _gluon_wait(STAGES - 1, ARCH)
+            k_nope = nope_ring.index(tile % STAGES)
+            s = _gluon_scores(q_nope, q_rope, k_nope, rope_ring.index(tile % STAGES), ARCH, NOPE_MMA, MMA, K_WIDTH)
+            s = gl.where(_gluon_row_ok(start, hi, GROUPS, TOKENS, MMA), s * score_scale, float("-inf"))
+            p, alpha, m_i, l_i = _gluon_softmax_step(s, m_i, l_i)
+            # P * 2^8 in e4m3 (P <= 1: keeps small probabilities out of the subnormals);
+            # the factor comes off the output at the end. V is the tile's first 512 columns.
+            p = gl.convert_layout(_gluon_to_e4m3(p * 256.0), gl.DotOperandLayout(0, MMA, P_K_WIDTH))
+            v = _gluon_read_stage(k_nope, gl.DotOperandLayout(1, MMA, P_K_WIDTH), ARCH)
+            acc = _gluon_mma(p, v, acc * gl.expand_dims(alpha, 2), ARCH)
+            tile += 1
+        _gluon_wait(0, ARCH)  # no copy outlives the program
+        return acc * (kv_scale * 0.00390625), m_i, l_i
+
+    # ---- MXFP4 ----
+    # The MXFP4 decode on the same ring, bounds, softmax, merge and store. What differs from
+    # fp8 is the products. Q.K^T runs with the tile's rows as M ([G*T, 16], each group's
+    # rows on its own waves); the softmax then takes the scores as [G, 16, T] (a reshape
+    # and a permute: no data moves).
+    #   cdna4: cdna4.mfma_scaled, the e2m1 codes straight from the ring stage against Q
+    #          in e4m3 (a power-of-two scale per head, whose inverse is Q's e8m0 block
+    #          scale, as _attend_mxfp4_waves), with the cache's e8m0 scales; the 64 rope
+    #          dims decoded to bf16 against bf16 Q.
+    #   ampere: no scaled MMA: K decoded to bf16 from the ring stage (bit operations) in
+    #          four 128-dim parts against bf16 Q kept in shared memory, by mma_v2; Q stays
+    #          bf16 (the twin's scores are the bf16 form's, a little more precise).
+    # V's block scales run along the output columns, so P.V is a bf16 product on decoded
+    # values, 128 columns at a time (four accumulators): decoded by gfx950's convert
+    # (v_cvt_scalef32_pk_bf16_fp4, one instruction a byte, two columns of one row) or by
+    # bit operations; then rows are paired (one v_perm_b32 a register), since the MMA's
+    # operand holds consecutive rows (its K) together. Two free reorderings make every
+    # operand the MMA's own layout on gfx950 (checked at compile time: assert_trivial):
+    # V's columns go to the MMA's N out of order (a lane decodes word 4r + c of its rows
+    # for chunk c, value c' of it at N = 16c' + r: _gluon_mxfp4_values), put back after
+    # the loop; and the tile's rows go to P.V's K in the order the score MFMA leaves them
+    # in P (_gluon_k_order). The scale bytes are read straight from the scale tensor
+    # through its strides (trimmed (rows, 18) or padded rows are not 4-byte aligned, so
+    # not copied to LDS): buffer loads on gfx950, one tile ahead, rows clamped like the
+    # copies' (_gluon_mxfp4_tile_scales).
+    @gluon.constexpr_function
+    def _gluon_mxfp4_score_layout(ARCH, GROUPS, TOKENS, K):
+        # Q.K^T as [G*T rows, 16 heads]: group g's T rows on its own waves (two warps on NVIDIA).
+        if ARCH == "cdna4":
+            return gl_cdna4.AMDMFMALayout(version=4, instr_shape=[16, 16, K], transposed=False,
+                                          warps_per_cta=[GROUPS, 1], tiles_per_warp=[TOKENS // 16, 1])
+        return gl.NVMMADistributedLayout(version=[2, 0], warps_per_cta=[2 * GROUPS, 1], instr_shape=[16, 8])
+
+    @gluon.constexpr_function
+    def _gluon_group_bases(GROUPS, STRIDE, RANK, AXIS):
+        # Linear-layout bases putting the group index, times STRIDE, on the warps.
+        bases = []
+        for bit in range(GROUPS.bit_length() - 1):
+            basis = [0] * RANK
+            basis[AXIS] = STRIDE << bit
+            bases.append(basis)
+        return bases
+
+    @gluon.constexpr_function
+    def _gluon_mxfp4_value_words_layout(ARCH, GROUPS):
+        # A V chunk's code words [G, 32 rows, 16 words]. cdna4: lane l decodes word l % 16 of
+        # rows 4 (l // 16) + {0, 1, 2, 3, 16, 17, 18, 19}: after the pairing of rows, the
+        # P.V operand's own registers (with _gluon_k_order and the 16c + r column order).
+        if ARCH == "cdna4":
+            return gl.DistributedLinearLayout(
+                reg_bases=[[0, 1, 0], [0, 2, 0], [0, 16, 0]],
+                lane_bases=[[0, 0, 1], [0, 0, 2], [0, 0, 4], [0, 0, 8], [0, 4, 0], [0, 8, 0]],
+                warp_bases=_gluon_group_bases(GROUPS, 1, 3, 0), block_bases=[], shape=[GROUPS, 32, 16])
+        return gl.BlockedLayout([1, 2, 4], [1, 8, 4], [GROUPS, 2, 1], [2, 1, 0])
+
+    @gluon.constexpr_function
+    def _gluon_mxfp4_block_words_layout(WORDS):
+        # WORDS [G, T, 16] with each element's 4 words of its block [G, T, 16, 4] in one
+        # thread (a 16-byte shared-memory read).
+        if isinstance(WORDS, gl.BlockedLayout):
+            return gl.BlockedLayout(WORDS.size_per_thread + [4], WORDS.threads_per_warp + [1],
+                                    WORDS.warps_per_cta + [1], [3, 2, 1, 0])
+        return gl.DistributedLinearLayout(
+            reg_bases=[[0, 0, 0, 1], [0, 0, 0, 2]] + [basis + [0] for basis in WORDS.reg_bases],
+            lane_bases=[basis + [0] for basis in WORDS.lane_bases],
+            warp_bases=[basis + [0] for basis in WORDS.warp_bases], block_bases=[], shape=WORDS.shape + [4])
+
+    @gluon.constexpr_function
+    def _gluon_mxfp4_rope_words_layout(ARCH, GROUPS):
+        # The rope dims' code words [G*32 rows, 8 words]. cdna4: lane l decodes words
+        # l // 16 and 4 + l // 16 of rows l % 16 and 16 + l % 16 of its group: the score
+        # MFMA's left operand (8 consecutive dims a lane) as decoded.
+        if ARCH == "cdna4":
+            return gl.DistributedLinearLayout(
+                reg_bases=[[0, 4], [16, 0]], lane_bases=[[1, 0], [2, 0], [4, 0], [8, 0], [0, 1], [0, 2]],
+                warp_bases=_gluon_group_bases(GROUPS, 32, 2, 0), block_bases=[], shape=[GROUPS * 32, 8])
+        return gl.BlockedLayout([1, 8], [32, 1], [2 * GROUPS, 1], [1, 0])
+
+    @gluon.constexpr_function
+    def _gluon_mxfp4_key_scales_layout(ARCH, GROUPS, TOKENS):
+        # K's nope scale bytes: cdna4 [G*T, 16 blocks] as mfma_scaled takes them; ampere
+        # [G*T, 64 words], a row in one thread (split into the four 128-dim parts there).
+        if ARCH == "cdna4":
+            scaled = _gluon_mxfp4_score_layout(ARCH, GROUPS, TOKENS, 128)
+            return gl_cdna4.get_mfma_scale_layout(gl.DotOperandLayout(0, scaled, 16), [GROUPS * TOKENS, 16])
+        return gl.BlockedLayout([1, 64], [32, 1], [2 * GROUPS, 1], [1, 0])
+
+    @gluon.jit
+    def _gluon_axis2(N: gl.constexpr, AXIS: gl.constexpr, layout: gl.constexpr):
+        # arange(N) along AXIS of a rank-2 `layout`, shaped to broadcast ([N, 1] or [1, N]).
+        if AXIS == 0:
+            return gl.expand_dims(gl.arange(0, N, layout=gl.SliceLayout(1, layout)), 1)
+        else:
+            return gl.expand_dims(gl.arange(0, N, layout=gl.SliceLayout(0, layout)), 0)
+
+    @gluon.jit
+    def _gluon_e2m1_pairs(words, scales, ARCH: gl.constexpr):
+        # words uint32, four code bytes each; scales their blocks' e8m0 bytes (same shape)
+        # -> four uint32, byte j's two values in pairs_j as two bf16 (low half: the low
+        # nibble, the even column) times 2^(s-127), as _e2m1_words_to_pairs.
+        scales = scales.to(gl.uint32)
+        if ARCH == "cdna4":
+            # gfx950's convert, op_sel picking the byte; the scale operand is the fp32 bits
+            # s << 23 (s = 0 gives 0, not 2^-127: a block of scale byte 0, values below
+            # 2^-124, decodes to zeros).
+            pairs = gl.inline_asm_elementwise(
+                "v_cvt_scalef32_pk_bf16_fp4 $0, $4, $5\n"
+                "v_cvt_scalef32_pk_bf16_fp4 $1, $4, $5 op_sel:[1,0,0]\n"
+                "v_cvt_scalef32_pk_bf16_fp4 $2, $4, $5 op_sel:[0,1,0]\n"
+                "v_cvt_scalef32_pk_bf16_fp4 $3, $4, $5 op_sel:[1,1,0]",
+                "=&v,=&v,=&v,=&v,v,v", [words, scales << 23],
+                dtype=(gl.uint32, gl.uint32, gl.uint32, gl.uint32), is_pure=True, pack=1)
+            return pairs[0], pairs[1], pairs[2], pairs[3]
+        else:
+            scale = gl.where(scales == 0, 0x00400000, scales << 23).to(gl.float32, bitcast=True)
+            return (_gluon_e2m1_byte_pair(words, scale, 0), _gluon_e2m1_byte_pair(words, scale, 8),
+                    _gluon_e2m1_byte_pair(words, scale, 16), _gluon_e2m1_byte_pair(words, scale, 24))
+
+    @gluon.jit
+    def _gluon_e2m1_byte_pair(words, scale, SHIFT: gl.constexpr):
+        # The byte at SHIFT -> its two values as bf16 bits in a uint32, by the bit placement
+        # of _e2m1_pair_to_f32 (exact: e2m1 times 2^k is exact in bf16).
+        x = (words >> SHIFT) & 0xFF
+        even = (((x & 0x8) << 28) | ((x & 0x7) << 22)).to(gl.float32, bitcast=True) * 8.507059173023462e37 * scale
+        odd = (((x & 0x80) << 24) | ((x & 0x70) << 18)).to(gl.float32, bitcast=True) * 8.507059173023462e37 * scale
+        return (even.to(gl.uint32, bitcast=True) >> 16) | (odd.to(gl.uint32, bitcast=True) & 0xFFFF0000)
+
+    @gluon.jit
+    def _gluon_bf16_halves(pair):
+        return ((pair & 0xFFFF).to(gl.uint16).to(gl.bfloat16, bitcast=True),
+                (pair >> 16).to(gl.uint16).to(gl.bfloat16, bitcast=True))
+
+    @gluon.jit
+    def _gluon_join_bytes(b0, b1, b2, b3):
+        # Four tensors, one per byte j of a word -> [..., 2, 2] with j = 2 j1 + j0 last
+        # (each join appends the least significant index).
+        return gl.join(gl.join(b0, b2), gl.join(b1, b3))
+
+    @gluon.jit
+    def _gluon_e2m1_decode(words, scales, ARCH: gl.constexpr):
+        # words uint32 and their blocks' scale bytes (same shape) -> bf16 [..., 2, 2, 2]:
+        # byte j, nibble n of a word is its value 2j + n.
+        p0, p1, p2, p3 = _gluon_e2m1_pairs(words, scales, ARCH)
+        lo0, hi0 = _gluon_bf16_halves(p0)
+        lo1, hi1 = _gluon_bf16_halves(p1)
+        lo2, hi2 = _gluon_bf16_halves(p2)
+        lo3, hi3 = _gluon_bf16_halves(p3)
+        return gl.join(_gluon_join_bytes(lo0, lo1, lo2, lo3), _gluon_join_bytes(hi0, hi1, hi2, hi3))
+
+    @gluon.jit
+    def _gluon_pair_rows(pairs):
+        # pairs [G, T, W] uint32 (two bf16 of one row, columns 2j and 2j + 1) -> the same
+        # values paired by rows (2i, 2i + 1) [G, T / 2, W]: column 2j's, column 2j + 1's
+        # (one v_perm_b32 each).
+        GROUPS: gl.constexpr = pairs.shape[0]
+        TOKENS: gl.constexpr = pairs.shape[1]
+        WORDS: gl.constexpr = pairs.shape[2]
+        even, odd = gl.split(pairs.reshape([GROUPS, TOKENS // 2, 2, WORDS]).permute((0, 1, 3, 2)))
+        return (even & 0xFFFF) | (odd << 16), (even >> 16) | (odd & 0xFFFF0000)
+
+    @gluon.jit
+    def _gluon_unpair_rows(pairs):
+        # [G, T / 2, W] uint32 of two rows' bf16 -> [G, T, W] bf16.
+        GROUPS: gl.constexpr = pairs.shape[0]
+        HALF: gl.constexpr = pairs.shape[1]
+        WORDS: gl.constexpr = pairs.shape[2]
+        even, odd = _gluon_bf16_halves(pairs)
+        return gl.join(even, odd).permute((0, 1, 3, 2)).reshape([GROUPS, 2 * HALF, WORDS])
+
+    @gluon.jit
+    def _gluon_k_order(x, AXIS: gl.constexpr):
+        # The tile's 32 rows of a group along AXIS (1 or 2 of a rank-3 tensor) in P.V's K
+        # order: K index 8g + 4h + i holds row 16h + 4g + i, the row the score MFMA leaves
+        # in lane group g, register i of tile h.
+        A: gl.constexpr = x.shape[0]
+        B: gl.constexpr = x.shape[1]
+        C: gl.constexpr = x.shape[2]
+        if AXIS == 1:
+            return x.reshape([A, 2, 4, 4, C]).permute((0, 2, 1, 3, 4)).reshape([A, B, C])
+        else:
+            return x.reshape([A, B, 2, 4, 4]).permute((0, 1, 3, 2, 4)).reshape([A, B, C])
+
+    @gluon.jit
+    def _gluon_load_bytes(base, offsets, mask, ARCH: gl.constexpr):
+        # Bytes at base + offsets (32-bit offsets; masked lanes read nothing and give 0): a
+        # buffer load on gfx950.
+        if ARCH == "cdna4":
+            return gl_cdna4.buffer_load(base, offsets, mask=mask, other=0)
+        else:
+            return gl.load(base + offsets, mask=mask, other=0)
+
+    @gluon.jit
+    def _gluon_scale_bytes(sc_ptr, base_row, hi, stride_sr, stride_sc, rows, blocks, ARCH: gl.constexpr,
+                           MASKED: gl.constexpr):
+        # Scale bytes of rows base_row + `rows` x `blocks` (broadcast together); rows at or
+        # past hi repeat row hi - 1. MASKED: nothing is read unless base_row < hi; unmasked
+        # the caller guarantees base_row < hi (a masked load's select would make the loop
+        # wait for the load where it is issued).
+        offsets = gl.minimum(rows, hi - 1 - base_row) * stride_sr + blocks * stride_sc
+        base = sc_ptr + base_row.to(gl.int64) * stride_sr
+        if MASKED:
+            return _gluon_load_bytes(base, offsets, (rows >= 0) & (blocks >= 0) & (base_row < hi), ARCH)
+        elif ARCH == "cdna4":
+            return gl_cdna4.buffer_load(base, offsets)
+        else:
+            return gl.load(base + offsets)
+
+    @gluon.jit
+    def _gluon_mxfp4_tile_scales(sc_ptr, base_row, ahead, hi, stride_sr, stride_sc, ARCH: gl.constexpr,
+                                 GROUPS: gl.constexpr, TOKENS: gl.constexpr, MASKED: gl.constexpr):
+        # The scale bytes of the tile at base_row + ahead in the layouts their products
+        # take: K's nope part, one per word of K's rope part [G*T, 8], V's 16 blocks
+        # [G, T, 16] (a lane decodes one word of each block, _gluon_mxfp4_values). The loop
+        # reads them one tile ahead, after the ring's wait: a register load issued between
+        # two tiles' copies would hold up the wait for the older tile, and one read just
+        # after the newer tile's copies were issued would wait for those copies as well
+        # (loads complete in order).
+        BLOCK_N: gl.constexpr = GROUPS * TOKENS
+        KEYS: gl.constexpr = _gluon_mxfp4_key_scales_layout(ARCH, GROUPS, TOKENS)
+        ROPE: gl.constexpr = _gluon_mxfp4_rope_words_layout(ARCH, GROUPS)
+        VALUES: gl.constexpr = _gluon_mxfp4_value_words_layout(ARCH, GROUPS)
+        if ARCH == "cdna4":
+            key_blocks = _gluon_axis2(16, 1, KEYS)
+        else:
+            key_blocks = _gluon_axis2(64, 1, KEYS) // 4
+        keys = _gluon_scale_bytes(sc_ptr, base_row, hi, stride_sr, stride_sc, ahead + _gluon_axis2(BLOCK_N, 0, KEYS),
+                                  key_blocks, ARCH, MASKED)
+        rope = _gluon_scale_bytes(sc_ptr, base_row, hi, stride_sr, stride_sc, ahead + _gluon_axis2(BLOCK_N, 0, ROPE),
+                                  16 + _gluon_axis2(8, 1, ROPE) // 4, ARCH, MASKED)
+        rows = ahead + _gluon_axis(GROUPS, 0, VALUES) * TOKENS + _gluon_axis(TOKENS, 1, VALUES)
+        values = _gluon_scale_bytes(sc_ptr, base_row, hi, stride_sr, stride_sc, rows, _gluon_axis(16, 2, VALUES),
+                                    ARCH, MASKED)
+        return keys, rope, values
+
+    @gluon.jit
+    def _gluon_column_quarters(x):
+        # x [R, 4Q] (a row in one thread) -> its four [R, Q] column blocks, left to right.
+        ROWS: gl.constexpr = x.shape[0]
+        QUARTER: gl.constexpr = x.shape[1] // 4
+        low, high = gl.split(x.reshape([ROWS, 2, 2, QUARTER]).permute((0, 3, 1, 2)))  # [r, c, p1, p0] by p0
+        q0, q2 = gl.split(low)
+        q1, q3 = gl.split(high)
+        return q0, q1, q2, q3
+
+    @gluon.jit
+    def _gluon_mxfp4_rope_keys(rope_stage, rope_scales, ARCH: gl.constexpr, layout: gl.constexpr):
+        # K's 64 rope dims [G*T, 64] bf16 from a ring stage ([G, T, 32] bytes), as `layout`.
+        GROUPS: gl.constexpr = rope_stage.shape[0]
+        TOKENS: gl.constexpr = rope_stage.shape[1]
+        words = rope_stage._reinterpret(gl.uint32, [GROUPS, TOKENS, 8], rope_stage.layout)
+        words = _gluon_read_stage(words.reshape([GROUPS * TOKENS, 8]), _gluon_mxfp4_rope_words_layout(ARCH, GROUPS),
+                                  ARCH)
+        k = _gluon_e2m1_decode(words, rope_scales, ARCH).reshape([GROUPS * TOKENS, 64])
+        return gl.convert_layout(k, layout, assert_trivial=ARCH == "cdna4")
+
+    @gluon.jit
+    def _gluon_mxfp4_value_words(nope_stage, ARCH: gl.constexpr):
+        # V's code words of the tile from a ring stage ([G, T, 256] bytes) as its four
+        # chunks [G, T, 16]: chunk c holds word 4r + c of each row at r, so a lane's word
+        # in every chunk lies in the same 32-column block r (one scale byte a row).
+        GROUPS: gl.constexpr = nope_stage.shape[0]
+        TOKENS: gl.constexpr = nope_stage.shape[1]
+        words = nope_stage._reinterpret(gl.uint32, [GROUPS, TOKENS, 64], nope_stage.layout)
+        WORDS: gl.constexpr = _gluon_mxfp4_value_words_layout(ARCH, GROUPS)
+        words = _gluon_read_stage(words.reshape([GROUPS, TOKENS, 16, 4]), _gluon_mxfp4_block_words_layout(WORDS),
+                                  ARCH)
+        low, high = gl.split(words.reshape([GROUPS, TOKENS, 16, 2, 2]))  # by c0
+        w0, w2 = gl.split(low)  # by c1
+        w1, w3 = gl.split(high)
+        TRIVIAL: gl.constexpr = ARCH == "cdna4"
+        return (gl.convert_layout(w0, WORDS, assert_trivial=TRIVIAL),
+                gl.convert_layout(w1, WORDS, assert_trivial=TRIVIAL),
+                gl.convert_layout(w2, WORDS, assert_trivial=TRIVIAL),
+                gl.convert_layout(w3, WORDS, assert_trivial=TRIVIAL))
+
+    @gluon.jit
+    def _gluon_mxfp4_values(words, scales, ARCH: gl.constexpr, layout: gl.constexpr):
+        # One V chunk's code words [G, T, 16] and their blocks' scale bytes (same shape) ->
+        # P.V's right operand [G, T, 128] in bf16: rows in _gluon_k_order, value c' of
+        # the word at r at 16c' + r.
+        GROUPS: gl.constexpr = words.shape[0]
+        TOKENS: gl.constexpr = words.shape[1]
+        p0, p1, p2, p3 = _gluon_e2m1_pairs(words, scales, ARCH)
+        lo0, hi0 = _gluon_pair_rows(p0)
+        lo1, hi1 = _gluon_pair_rows(p1)
+        lo2, hi2 = _gluon_pair_rows(p2)
+        lo3, hi3 = _gluon_pair_rows(p3)
+        low = _gluon_join_bytes(_gluon_unpair_rows(lo0), _gluon_unpair_rows(lo1), _gluon_unpair_rows(lo2),
+                                _gluon_unpair_rows(lo3))
+        high = _gluon_join_bytes(_gluon_unpair_rows(hi0), _gluon_unpair_rows(hi1), _gluon_unpair_rows(hi2),
+                                 _gluon_unpair_rows(hi3))
+        v = gl.join(low, high).reshape([GROUPS, TOKENS, 16, 8]).permute((0, 1, 3, 2)).reshape([GROUPS, TOKENS, 128])
+        return gl.convert_layout(_gluon_k_order(v, 1), layout, assert_trivial=ARCH == "cdna4")
+
+    @gluon.jit
+    def _gluon_mxfp4_q_operands(q_ptr, q_row, stride_q_tok, stride_q_head, ARCH: gl.constexpr, GROUPS: gl.constexpr,
+                                TOKENS: gl.constexpr):
+        # Q as the scores' right operand: (nope part, its scales, rope part). cdna4: Q^T in
+        # e4m3 with each head's power-of-two scale (its amax in [128, 256)) and the inverse
+        # as the e8m0 scale of the head's 16 blocks, so the scaled MFMA gives the scores
+        # unscaled. ampere: Q^T in bf16 in shared memory (its scales unused: 0).
+        # Both: the rope part Q_pe^T in bf16, in registers.
+        LANES: gl.constexpr = 64 if ARCH == "cdna4" else 32
+        QL: gl.constexpr = gl.BlockedLayout([1, 8], [1, LANES], [1, 64 // LANES * GROUPS], [1, 0])
+        SCORE: gl.constexpr = _gluon_mxfp4_score_layout(ARCH, GROUPS, TOKENS, 32)
+        heads = _gluon_axis2(16, 0, QL)
+        q_base = q_ptr + q_row.to(gl.int64) * stride_q_tok + heads * stride_q_head
+        q_nope = gl.load(q_base + _gluon_axis2(512, 1, QL))
+        q_pe = gl.load(q_base + 512 + _gluon_axis2(64, 1, QL))
+        q_pe_t = gl.convert_layout(q_pe.permute((1, 0)), gl.DotOperandLayout(1, SCORE, 8 if ARCH == "cdna4" else 2))
+        if ARCH == "cdna4":
+            SCALED: gl.constexpr = _gluon_mxfp4_score_layout(ARCH, GROUPS, TOKENS, 128)
+            Q_OPERAND: gl.constexpr = gl.DotOperandLayout(1, SCALED, 16)
+            qn = q_nope.to(gl.float32)
+            amax_exponent = (gl.max(gl.abs(qn), 1).to(gl.int32, bitcast=True) >> 23) & 0xFF
+            scale_bits = gl.minimum(gl.maximum(261 - amax_exponent, 1), 253)
+            q_scale = gl.expand_dims((scale_bits << 23).to(gl.float32, bitcast=True), 1)
+            q_t = gl.convert_layout(_gluon_to_e4m3(qn * q_scale).permute((1, 0)), Q_OPERAND)
+            # A head with an inf or NaN gets the e8m0 NaN (0xFF, OCP MX) as its scale, for NaN
+            # scores as exact attention's (the e4m3 conversion would saturate an inf); the
+            # MFMA's treatment of 0xFF is the spec's, not seen run.
+            inverse = gl.where(amax_exponent == 255, 255, 254 - scale_bits).to(gl.uint8)
+            inverse = gl.expand_dims(inverse, 1) + gl.zeros([16, 16], gl.uint8, QL)
+            return q_t, gl.convert_layout(inverse, gl_cdna4.get_mfma_scale_layout(Q_OPERAND, [16, 16])), q_pe_t
+        else:
+            q_t = gl.allocate_shared_memory(gl.bfloat16, [512, 16], gl.SwizzledSharedLayout(1, 1, 1, [0, 1]),
+                                            q_nope.permute((1, 0)))
+            return q_t, 0, q_pe_t
+
+    @gluon.jit
+    def _gluon_mxfp4_scores(q_t, q_t_scales, q_pe_t, nope, rope, key_scales, rope_scales, ARCH: gl.constexpr):
+        # The tile's scores [G*T, 16] (not yet scaled by qk_scale) from one ring stage (nope
+        # [G, T, 256] and rope [G, T, 32] bytes) and its scale bytes.
+        GROUPS: gl.constexpr = nope.shape[0]
+        TOKENS: gl.constexpr = nope.shape[1]
+        BLOCK_N: gl.constexpr = GROUPS * TOKENS
+        SCORE: gl.constexpr = _gluon_mxfp4_score_layout(ARCH, GROUPS, TOKENS, 32)
+        K_WIDTH: gl.constexpr = 8 if ARCH == "cdna4" else 2
+        k_pe = _gluon_mxfp4_rope_keys(rope, rope_scales, ARCH, gl.DotOperandLayout(0, SCORE, K_WIDTH))
+        if ARCH == "cdna4":
+            SCALED: gl.constexpr = _gluon_mxfp4_score_layout(ARCH, GROUPS, TOKENS, 128)
+            codes = _gluon_read_stage(nope.reshape([BLOCK_N, 256]), gl.DotOperandLayout(0, SCALED, 16), ARCH)
+            s = gl_cdna4.mfma_scaled(codes, key_scales, "e2m1", q_t, q_t_scales, "e4m3",
+                                     gl.zeros([BLOCK_N, 16], gl.float32, SCALED))
+            return _gluon_mma(k_pe, q_pe_t, gl.convert_layout(s, SCORE, assert_trivial=True), ARCH)
+        else:
+            s = _gluon_mma(k_pe, q_pe_t, gl.zeros([BLOCK_N, 16], gl.float32, SCORE), ARCH)
+            WORDS: gl.constexpr = gl.BlockedLayout([1, 16], [32, 1], [2 * GROUPS, 1], [1, 0])
+            words = nope._reinterpret(gl.uint32, [GROUPS, TOKENS, 64], nope.layout).reshape([BLOCK_N, 64])
+            part_scales = _gluon_column_quarters(key_scales)
+            for part in gl.static_range(4):
+                part_words = _gluon_read_stage(words.slice(16 * part, 16, dim=1), WORDS, ARCH)
+                k = _gluon_e2m1_decode(part_words, gl.convert_layout(part_scales[part], WORDS), ARCH)
+                k = gl.convert_layout(k.reshape([BLOCK_N, 128]), gl.DotOperandLayout(0, SCORE, K_WIDTH))
+                s = _gluon_mma(k, q_t.slice(128 * part, 128, dim=0).load(gl.DotOperandLayout(1, SCORE, K_WIDTH)), s,
+                               ARCH)
+            return s
+
+    @gluon.jit
+    def _gluon_group_view(s):
+        # Scores [G*T, 16] -> [G, 16, T] (no data moves).
+        GROUPS: gl.constexpr = s.shape[0] // 32
+        return s.reshape([GROUPS, 32, 16]).permute((0, 2, 1))
+
+    @gluon.jit
+    def _gluon_mxfp4_value_chunk(acc, alpha, p, words, scales, ARCH: gl.constexpr):
+        # acc [G, 16, 128] * alpha + P . V over one chunk of V (_gluon_mxfp4_value_words).
+        GROUPS: gl.constexpr = words.shape[0]
+        MMA: gl.constexpr = _gluon_mma_layout(ARCH, GROUPS)
+        v = _gluon_mxfp4_values(words, scales, ARCH, gl.DotOperandLayout(1, MMA, 8 if ARCH == "cdna4" else 2))
+        return _gluon_mma(p, v, acc * alpha, ARCH)
+
+    @gluon.jit
+    def _gluon_mxfp4_step(tile, start, hi, acc0, acc1, acc2, acc3, m_i, l_i, k_sc, pe_sc, v_sc, nope_ring, rope_ring,
+                          nope_rows, rope_rows, q_t, q_t_scales, q_pe_t, kv_ptr, sc_ptr, qk_scale, stride_kv, stride_sr,
+                          stride_sc, ARCH: gl.constexpr):
+        # One tile of the loop: the copies of the tile STAGES - 1 ahead, the wait for this
+        # one, the next tile's scale bytes, then this tile's products with its scale bytes
+        # (k_sc, pe_sc, v_sc). Returns the updated state and the next tile's scale bytes.
+        STAGES: gl.constexpr = nope_ring.shape[0]
+        GROUPS: gl.constexpr = nope_ring.shape[1]
+        TOKENS: gl.constexpr = nope_ring.shape[2]
+        BLOCK_N: gl.constexpr = GROUPS * TOKENS
+        MMA: gl.constexpr = _gluon_mma_layout(ARCH, GROUPS)
+        K_WIDTH: gl.constexpr = 8 if ARCH == "cdna4" else 2
+        SCORE: gl.constexpr = _gluon_mxfp4_score_layout(ARCH, GROUPS, TOKENS, 32)
+        ahead = (tile + STAGES - 1) % STAGES
+        _gluon_copy_tile(nope_ring.index(ahead), rope_ring.index(ahead), kv_ptr, start + (STAGES - 1) * BLOCK_N, hi,
+                         stride_kv, nope_rows, rope_rows, ARCH)
+        _gluon_wait(STAGES - 1, ARCH)
+        next_scales = _gluon_mxfp4_tile_scales(sc_ptr, start, BLOCK_N, hi, stride_sr, stride_sc, ARCH, GROUPS, TOKENS,
+                                               False)
+        nope = nope_ring.index(tile % STAGES)
+        s = _gluon_mxfp4_scores(q_t, q_t_scales, q_pe_t, nope, rope_ring.index(tile % STAGES), k_sc, pe_sc, ARCH)
+        s = gl.where(_gluon_axis2(BLOCK_N, 0, SCORE) < hi - start, s * qk_scale, float("-inf"))  # log2; past hi: -inf
+        p, alpha, m_i, l_i = _gluon_softmax_step(_gluon_group_view(s), m_i, l_i)
+        p = gl.convert_layout(_gluon_k_order(p.to(gl.bfloat16), 2), gl.DotOperandLayout(0, MMA, K_WIDTH),
+                              assert_trivial=ARCH == "cdna4")
+        alpha = gl.expand_dims(gl.convert_layout(alpha, gl.SliceLayout(2, MMA), assert_trivial=ARCH == "cdna4"), 2)
+        w0, w1, w2, w3 = _gluon_mxfp4_value_words(nope, ARCH)
+        acc0 = _gluon_mxfp4_value_chunk(acc0, alpha, p, w0, v_sc, ARCH)
+        acc1 = _gluon_mxfp4_value_chunk(acc1, alpha, p, w1, v_sc, ARCH)
+        acc2 = _gluon_mxfp4_value_chunk(acc2, alpha, p, w2, v_sc, ARCH)
+        acc3 = _gluon_mxfp4_value_chunk(acc3, alpha, p, w3, v_sc, ARCH)
+        next_k_sc, next_pe_sc, next_v_sc = next_scales
+        return acc0, acc1, acc2, acc3, m_i, l_i, next_k_sc, next_pe_sc, next_v_sc
+
+    @gluon.jit
+    def _gluon_attend_mxfp4(q_ptr, q_row, stride_q_tok, stride_q_head, kv_ptr, sc_ptr, lo, hi, qk_scale,
+                            stride_kv, stride_sr, stride_sc, BLOCK_N: gl.constexpr, GROUPS: gl.constexpr,
+                            STAGES: gl.constexpr, ARCH: gl.constexpr):
+        # MXFP4 attention of the 16 heads over rows lo..hi-1, each group of waves over its
+        # own 32 rows of every tile, on _gluon_attend_fp8's ring: returns the groups'
+        # unnormalized state as four 128-column accumulators [G, 16, 128] (columns in the
+        # 16c + r order) and m, l [G, 16], laid out as the P.V MMA's.
+        TOKENS: gl.constexpr = BLOCK_N // GROUPS
+        gl.static_assert(TOKENS == 32)
+        MMA: gl.constexpr = _gluon_mma_layout(ARCH, GROUPS)
+        SCORE: gl.constexpr = _gluon_mxfp4_score_layout(ARCH, GROUPS, TOKENS, 32)
+        RING: gl.constexpr = _gluon_ring_layout()
+        nope_ring = gl.allocate_shared_memory(gl.uint8, [STAGES, GROUPS, TOKENS, 256], RING)
+        rope_ring = gl.allocate_shared_memory(gl.uint8, [STAGES, GROUPS, TOKENS, 32], RING)
+        nope_rows = _gluon_row_offsets(stride_kv, GROUPS, TOKENS, _gluon_copy_layout(ARCH, GROUPS, 256))
+        rope_rows = _gluon_row_offsets(stride_kv, GROUPS, TOKENS, _gluon_copy_layout(ARCH, GROUPS, 32))
+        for stage in gl.static_range(STAGES - 1):
+            _gluon_copy_tile(nope_ring.index(stage), rope_ring.index(stage), kv_ptr, lo + stage * BLOCK_N, hi,
+                             stride_kv, nope_rows, rope_rows, ARCH)
+        k_sc, pe_sc, v_sc = _gluon_mxfp4_tile_scales(sc_ptr, lo, 0, hi, stride_sr, stride_sc, ARCH, GROUPS, TOKENS,
+                                                     True)
+        q_t, q_t_scales, q_pe_t = _gluon_mxfp4_q_operands(q_ptr, q_row, stride_q_tok, stride_q_head, ARCH, GROUPS,
+                                                          TOKENS)
+        # The softmax state in the scores' [G, 16, T] view's row slice.
+        no_scores = _gluon_group_view(gl.full([BLOCK_N, 16], float("-inf"), gl.float32, SCORE))
+        m_i = gl.max(no_scores, 2)
+        l_i = gl.sum(gl.zeros_like(no_scores), 2)
+        acc0 = gl.zeros([GROUPS, 16, 128], gl.float32, MMA)
+        acc1 = gl.zeros([GROUPS, 16, 128], gl.float32, MMA)
+        acc2 = gl.zeros([GROUPS, 16, 128], gl.float32, MMA)
+        acc3 = gl.zeros([GROUPS, 16, 128], gl.float32, MMA)
+        tile = 0
+        for start in range(lo, hi, BLOCK_N):
+            acc0, acc1, acc2, acc3, m_i, l_i, k_sc, pe_sc, v_sc = _gluon_mxfp4_step(
+                tile, start, hi, acc0, acc1, acc2, acc3, m_i, l_i, k_sc, pe_sc, v_sc, nope_ring, rope_ring, nope_rows,
+                rope_rows, q_t, q_t_scales, q_pe_t, kv_ptr, sc_ptr, qk_scale, stride_kv, stride_sr, stride_sc, ARCH)
+            tile += 1
+        _gluon_wait(0, ARCH)  # no copy outlives the program
+        state: gl.constexpr = gl.SliceLayout(2, MMA)
+        return acc0, acc1, acc2, acc3, gl.convert_layout(m_i, state), gl.convert_layout(l_i, state)
+
+    @gluon.jit
+    def _gluon_mxfp4_output(acc0, acc1, acc2, acc3, m_i, l_i, GROUPS_ROWS: gl.constexpr):
+        # The four chunks' merged state -> (acc [16, 512] in column order, m, l), laid out
+        # as _gluon_merge_waves leaves them.
+        # Chunk c's column 16c' + r is V's column 32r + 8c + c' (_gluon_mxfp4_values).
+        o0, m, l = _gluon_merge_waves(acc0, m_i, l_i, GROUPS_ROWS)
+        o1, m, l = _gluon_merge_waves(acc1, m_i, l_i, GROUPS_ROWS)
+        o2, m, l = _gluon_merge_waves(acc2, m_i, l_i, GROUPS_ROWS)
+        o3, m, l = _gluon_merge_waves(acc3, m_i, l_i, GROUPS_ROWS)
+        o = gl.join(gl.join(o0, o1), gl.join(o2, o3))  # [h, 16c' + r, c0, c1]
+        o = o.reshape([16, 8, 16, 2, 2]).permute((0, 2, 4, 3, 1)).reshape([16, 512])  # [h, r, c1, c0, c']
+        return gl.convert_layout(o, gl.SliceLayout(0, GROUPS_ROWS)), m, l
+
+    @gluon.jit(do_not_specialize=["total_q", "kv_rows", "num_splits"])
+    def _mla_decode_gluon_kernel(
+        q_ptr, kv_ptr, kv_scale_ptr, qo_indptr_ptr, kv_indptr_ptr, out_ptr,
+        part_o_ptr, part_lse_ptr, counters_ptr,
+        qk_scale, total_q, kv_rows, num_splits,
+        stride_q_tok, stride_q_head, stride_kv, stride_sr, stride_sc, stride_o_tok, stride_o_head,
+        KV_FORM: gl.constexpr, SPLIT: gl.constexpr, COMBINE_IN_KERNEL: gl.constexpr, BLOCK_N: gl.constexpr,
+        WAVE_GROUPS: gl.constexpr, STAGES: gl.constexpr, ARCH: gl.constexpr,
+    ):
+        # The Gluon twin of _mla_decode_kernel: the same arguments (STAGES and ARCH in
+        # place of EMULATE), grid, bounds and scratch layout.
+        split = gl.program_id(0)
+        b = gl.program_id(1)
+        lo, hi = _gluon_split_bounds(kv_indptr_ptr, b, split, kv_rows, num_splits, BLOCK_N)
+        q_row = gl.minimum(gl.maximum(gl.load(qo_indptr_ptr + b), 0), total_q - 1)
+        ROWS: gl.constexpr = _gluon_rows_layout(ARCH, WAVE_GROUPS)
+        GROUPS_ROWS: gl.constexpr = _gluon_groups_rows_layout(ARCH, WAVE_GROUPS)
+        if KV_FORM == "fp8_gluon":
+            acc, m_i, l_i = _gluon_attend_fp8(q_ptr, q_row, stride_q_tok, stride_q_head, kv_ptr, kv_scale_ptr, lo, hi,
+                                              qk_scale, stride_kv, BLOCK_N, WAVE_GROUPS, STAGES, ARCH)
+            acc, m, l = _gluon_merge_waves(acc, m_i, l_i, GROUPS_ROWS)
+        else:
+            gl.static_assert(KV_FORM == "mxfp4_gluon")
+            acc0, acc1, acc2, acc3, m_i, l_i = _gluon_attend_mxfp4(
+                q_ptr, q_row, stride_q_tok, stride_q_head, kv_ptr, kv_scale_ptr, lo, hi, qk_scale, stride_kv,
+                stride_sr, stride_sc, BLOCK_N, WAVE_GROUPS, STAGES, ARCH)
+            acc, m, l = _gluon_mxfp4_output(acc0, acc1, acc2, acc3, m_i, l_i, GROUPS_ROWS)
+        _gluon_finish(acc, m, l, b, split, q_row, out_ptr, part_o_ptr, part_lse_ptr, counters_ptr, num_splits,
+                      stride_o_tok, stride_o_head, SPLIT, COMBINE_IN_KERNEL, ROWS)
+# ==== end Gluon kernels ====
 
 
 # =====================================================================================
@@ -1642,6 +2613,21 @@ def _kv_indptr_compare_kernel(kv_scale_ptr, checked_kv_scale_ptr, kv_indptr_ptr,
     tl.store(checked_kv_scale_ptr, tl.where(differs, nan, tl.load(kv_scale_ptr)))
 
 
+def q_fp8_guarded_calls(q, scratch: QFp8Scratch, variant, guard_args: tuple) -> list[KernelCall]:
+    """a8w8's two launches: the quantizer's, its first also running the aiter variant's guard
+    on kv_indptr (variant.Q_GUARD_KERNEL; guard_args: its arguments but the constants)."""
+    return [KernelCall(variant.Q_GUARD_KERNEL, (scratch.programs,),
+                       (q, scratch.partials, q.numel(), scratch.blocks_per_program, *guard_args,
+                        scratch.block, *variant.GUARD_CONSTANTS), dict(num_warps=4)),
+            q_fp8_quantize_call(q, scratch)]
+
+
+def kv_scale_guard_call(kv_scale, checked_kv_scale, variant, guard_args: tuple) -> KernelCall:
+    """a16w8's launch: the aiter variant's guard alone, passing the KV scale through."""
+    return KernelCall(variant.KV_SCALE_GUARD_KERNEL, (1,),
+                      (kv_scale, checked_kv_scale, *guard_args, *variant.GUARD_CONSTANTS), dict(num_warps=4))
+
+
 def _check_kv_lengths_torch(kv_indptr, fallback_kv_indptr, checked_kv_indptr, last_page_lens,
                             total_kv: int) -> torch.Tensor:
     """_check_kv_lengths as torch operations (CPU without the Triton interpreter); returns
@@ -1716,10 +2702,8 @@ class AiterRunner:
             _quantize_q_fp8_torch(q, scratch)
             scratch.scale.masked_fill_(self._refused_torch(kv_indptr), float("nan"))
             return scratch.q_fp8, scratch.scale
-        KernelCall(self.Q_GUARD_KERNEL, (scratch.programs,),
-                   (q, scratch.partials, q.numel(), scratch.blocks_per_program, *self._guard_args(kv_indptr),
-                    scratch.block, *self.GUARD_CONSTANTS), dict(num_warps=4)).launch()
-        q_fp8_quantize_call(q, scratch).launch()
+        for call in q_fp8_guarded_calls(q, scratch, self, self._guard_args(kv_indptr)):
+            call.launch()
         return scratch.q_fp8, scratch.scale
 
     def _guard_kv_scale(self, kv_indptr, kv_scale):
@@ -1727,9 +2711,7 @@ class AiterRunner:
         if not self.launches_triton:
             self.checked_kv_scale.copy_(kv_scale.masked_fill(self._refused_torch(kv_indptr), float("nan")))
             return self.checked_kv_scale
-        KernelCall(self.KV_SCALE_GUARD_KERNEL, (1,),
-                   (kv_scale, self.checked_kv_scale, *self._guard_args(kv_indptr), *self.GUARD_CONSTANTS),
-                   dict(num_warps=4)).launch()
+        kv_scale_guard_call(kv_scale, self.checked_kv_scale, self, self._guard_args(kv_indptr)).launch()
         return self.checked_kv_scale
 
     def __call__(self, q, kv_data, qo_indptr, kv_indptr):

@@ -1,7 +1,9 @@
 """Static facts read from the AMDGCN text that Triton's HIP backend prints for gfx950
 (CompiledKernel.asm["amdgcn"]): registers, spills, occupancy, MFMA instructions, the
-instruction mix of the main loop, and the global-load bytes a wave has in flight at the
-loop's MFMAs (loads_in_flight_at_mfmas).
+instruction mix of the main loop, the global-load bytes a wave has in flight at the
+loop's MFMAs (loads_in_flight_at_mfmas), and the loads by kind (load_kind: through a buffer
+resource, whose range the hardware checks, or by global / flat address; into registers or
+straight into LDS).
 
 Instruction classes (one per instruction, by mnemonic):
   mfma    v_mfma*, v_smfmac*                     (the matrix cores)
@@ -165,6 +167,43 @@ def vmem_load_bytes(mnemonic: str) -> int:
         if kind == "store" and width in _STORE_WIDTHS:
             return 0
     raise ValueError(f"no vmcnt rule for {mnemonic!r}: add its width and whether it counts in vmcnt")
+
+
+def load_kind(mnemonic: str, operands: str) -> str | None:
+    """How a VMEM instruction reads global memory: "buffer" (through a buffer resource,
+    whose range the hardware checks: out-of-range lanes read 0), "buffer_to_lds" (the same,
+    into LDS: buffer_load_* ... lds), "global", "global_to_lds" (global_load_lds_*) or
+    "flat" (an address the hardware does not check); None for stores, atomics, scratch
+    (spill) traffic and cache control, which read no tensor."""
+    if instruction_class(mnemonic) != "vmem":
+        raise ValueError(f"{mnemonic!r} is no vector-memory instruction")
+    access = _VMEM_ACCESS.fullmatch(mnemonic)
+    if access is None or access.group(2) != "load" or access.group(1) == "scratch":
+        return None
+    space, _, lds_form, _ = access.groups()
+    if space == "buffer":
+        return "buffer_to_lds" if re.search(r"\blds$", operands) else "buffer"
+    if space == "global":
+        return "global_to_lds" if lds_form else "global"
+    return "flat"
+
+
+LOAD_KINDS = ("buffer", "buffer_to_lds", "global", "global_to_lds", "flat")
+BUFFER_LOAD_KINDS = ("buffer", "buffer_to_lds")
+
+
+def load_kinds(instructions: list) -> dict:
+    """Global-memory loads by kind (load_kind), every kind listed."""
+    counts = collections.Counter(kind for m, ops in instructions if instruction_class(m) == "vmem"
+                                 and (kind := load_kind(m, ops)) is not None)
+    return {kind: counts.get(kind, 0) for kind in LOAD_KINDS}
+
+
+def unchecked_loads(instructions: list) -> list[str]:
+    """The loads that do not go through a buffer resource (global_*, flat_*): their
+    addresses are not range-checked by the hardware. Each as its listing line."""
+    return [f"{m} {ops}" for m, ops in instructions if instruction_class(m) == "vmem"
+            and load_kind(m, ops) not in (None, *BUFFER_LOAD_KINDS)]
 
 
 def _vmcnt_limit(operands: str) -> int | None:

@@ -1,4 +1,11 @@
-"""Compile the Triton launches of one decode call for a named GPU target, on any machine.
+"""Compile the Triton and Gluon launches of one decode call for a named GPU target, on any
+machine.
+
+    python3 bench/compile_target.py gfx950|sm_90 [--language gluon|triton|all]
+
+compiles, into an empty Triton cache, every distinct specialization the autopick offers for
+the 8 benchmark shapes on that target (offered_launches) and prints each one's seconds, then
+their count and total.
 
 A launch is compiled exactly as Triton's JIT would compile it on that target for the same
 arguments: the JIT's own binder (triton.runtime.jit.create_function_from_signature, with
@@ -9,7 +16,10 @@ do_not_specialize; on ROCm, tensors whose storage is under 2 GB: tt.pointer_rang
 HIPBackend.get_tensor_specialization), and JITFunction._pack_args turns them into the
 compile call, with the launch's options (num_warps, num_stages, AMD options) parsed by
 the backend. Nothing here lists argument names, so a new kernel signature or option is
-picked up as it is.
+picked up as it is. A Gluon kernel (triton.experimental.gluon.jit, a GluonJITFunction)
+takes the same binder and _pack_args; its JIT hands the compiler a GluonASTSource (the
+kernel's own layouts, no layout passes) where a Triton kernel's hands an ASTSource, and
+so does Specialization.compile.
 
 The arguments are stand-ins on torch's "meta" device: the contract's shapes, dtypes and
 strides at the real batch and length (so storage sizes, hence pointer_range, are the
@@ -24,9 +34,12 @@ module refuses to load under TRITON_INTERPRET=1: run it in a process without it.
 """
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import os
 import sys
+import tempfile
+import time
 from pathlib import Path
 
 if os.environ.get("TRITON_INTERPRET") == "1":
@@ -41,8 +54,9 @@ from triton.compiler import ASTSource  # noqa: E402
 from triton.compiler.compiler import make_backend  # noqa: E402
 from triton.runtime.jit import compute_cache_key, create_function_from_signature  # noqa: E402
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parent.parent)]
 import submission as sub  # noqa: E402
+from report import BENCHMARK_SHAPES  # noqa: E402
 
 TARGETS = {
     "gfx950": GPUTarget("hip", "gfx950", 64),  # MI355X (CDNA4)
@@ -53,16 +67,32 @@ TARGETS = {
 @dataclasses.dataclass(frozen=True)
 class Specialization:
     """What Triton's JIT would compile for one launch on one target."""
-    kernel: object       # the JITFunction
+    kernel: object       # the JITFunction (a GluonJITFunction for a Gluon kernel)
     signature: dict      # argument name -> type ("*bf16", "i32", "constexpr", ...)
     constexprs: dict     # (argument index,) -> value
     attrs: dict          # (argument index,) -> [["tt.divisibility", 16], ...]
     options: object      # the backend's parsed options (HIPOptions / CUDAOptions)
-    key: str             # the JIT's cache key: equal keys are the same compiled kernel
+    key: str             # the JIT's cache key: equal keys of one kernel are one compiled kernel
     target: GPUTarget
 
+    @property
+    def language(self) -> str:
+        """"gluon" for a Gluon kernel, "triton" for a Triton one."""
+        return "gluon" if self.kernel.is_gluon() else "triton"
+
+    @property
+    def identity(self) -> tuple:
+        """What makes two launches one compiled kernel on this target: the same JIT
+        function (its module and name) and the same cache key (the JIT keeps a cache per
+        function, so equal keys of two functions are two compiles)."""
+        return (self.kernel.fn.__module__, self.kernel.fn.__qualname__, self.key)
+
     def compile(self):
-        source = ASTSource(self.kernel, self.signature, self.constexprs, self.attrs)
+        if self.kernel.is_gluon():
+            from triton.experimental.gluon._runtime import GluonASTSource as source_class
+        else:
+            source_class = ASTSource
+        source = source_class(self.kernel, self.signature, self.constexprs, self.attrs)
         return triton.compile(source, target=self.target, options=self.options.__dict__)
 
     def constexpr_values(self) -> dict:
@@ -124,3 +154,105 @@ def decode_kernel_calls(data: tuple, kv_format: str, launch) -> list:
     scratch = sub.make_triton_scratch(batch, launch, q.device)
     tails = sub.decode_tails(q, kv, kv_scale, kv_format, config["sm_scale"], scratch, launch)
     return sub.decode_calls((q, kv, kv_scale, qo_indptr, kv_indptr, out), tails, launch)
+
+
+def aiter_kernel_calls(data: tuple, q_in_fp8: bool, variant) -> list:
+    """The Triton launches of one aiter-route call of a metadata variant (submission's
+    AITER_RUNNERS), built as its runner builds them: a8w8 the Q quantizer's two (the first
+    also running the variant's guard on kv_indptr), a16w8 the guard's one. aiter's own
+    kernels come compiled with aiter and are not counted here."""
+    q, kv_data, _, kv_indptr, config = data
+    batch = config["batch_size"]
+    kv_buffer, kv_scale = kv_data["fp8"]
+    plan_kv_indptr, aiter_kv_indptr = (torch.empty(batch + 1, dtype=torch.int32, device=q.device) for _ in range(2))
+    if variant is sub.AiterPerCallRunner:  # the length check; it writes the lengths aiter reads
+        last_page_lens = torch.empty(batch, dtype=torch.int32, device=q.device)
+        guard_args = (kv_indptr, kv_indptr.stride(0), plan_kv_indptr, aiter_kv_indptr, last_page_lens, batch,
+                      kv_buffer.shape[0])
+    else:  # the comparison with the plan's kv_indptr
+        guard_args = (kv_indptr, kv_indptr.stride(0), plan_kv_indptr, batch + 1)
+    if q_in_fp8:
+        scratch = sub.make_q_fp8_scratch(q.shape, kv_buffer.dtype, q.device)
+        return sub.q_fp8_guarded_calls(q, scratch, variant, guard_args)
+    checked_kv_scale = torch.empty(1, dtype=torch.float32, device=q.device)
+    return [sub.kv_scale_guard_call(kv_scale, checked_kv_scale, variant, guard_args)]
+
+
+@dataclasses.dataclass(frozen=True)
+class OfferedLaunch:
+    """One candidate the autopick can time for one benchmark shape on a device."""
+    route: str         # "triton_fp8", "triton_mxfp4" or "aiter_fp8"
+    kv_format: str
+    batch: int
+    kv_len: int
+    rank: int          # its place in the route's candidates; 0 is offered first
+    launch: object     # the TritonLaunch, or for aiter {"q_in_fp8": ..., "num_kv_splits": ...}
+    calls: list        # its Triton and Gluon launches (KernelCalls)
+
+
+DEVICE_CUS = {"gfx950": 256, "sm_90": 132}  # MI355X CUs, H200 SMs
+
+
+def offered_launches(arch: str, with_aiter: bool = True):
+    """Every candidate the autopick offers for the benchmark shapes on `arch`, Triton routes
+    first (each format's launches in rank order), then, with_aiter (ROCm, where aiter
+    imports), the aiter route's Triton launches (AiterRoute.variants: both metadata
+    variants, a8w8 and a16w8 at every split count, for sequences of at least
+    AITER_MIN_KV_LEN tokens)."""
+    num_cus = DEVICE_CUS[arch]
+    for kv_format in ("fp8", "mxfp4"):
+        for batch, kv_len in BENCHMARK_SHAPES:
+            data = contract_inputs(batch, kv_len)
+            for rank, launch in enumerate(sub.triton_launch_candidates(kv_format, batch, kv_len, num_cus, arch)):
+                yield OfferedLaunch(f"triton_{kv_format}", kv_format, batch, kv_len, rank, launch,
+                                    decode_kernel_calls(data, kv_format, launch))
+    if not with_aiter:
+        return
+    for batch, kv_len in BENCHMARK_SHAPES:
+        if kv_len < sub.AITER_MIN_KV_LEN:
+            continue
+        data = contract_inputs(batch, kv_len)
+        rank = 0
+        for metadata, variant in sub.AITER_RUNNERS.items():  # in AiterRoute.variants' order
+            for q_in_fp8 in (True, False):
+                for splits in sub.AITER_KV_SPLIT_CANDIDATES:
+                    yield OfferedLaunch("aiter_fp8", "fp8", batch, kv_len, rank,
+                                        {"q_in_fp8": q_in_fp8, "num_kv_splits": splits, "metadata": metadata},
+                                        aiter_kernel_calls(data, q_in_fp8, variant))
+                    rank += 1
+
+
+def distinct_specializations(launches, target: GPUTarget) -> dict:
+    """identity -> Specialization, one per kernel a cold JIT cache compiles for these launches."""
+    found = {}
+    for offered in launches:
+        for call in offered.calls:
+            spec = specialize(call, target)
+            found.setdefault(spec.identity, spec)
+    return found
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description="Compile, on this machine, every distinct kernel specialization "
+                                                 "the autopick offers for the 8 benchmark shapes on ARCH; one line "
+                                                 "each, then the count and the total seconds (a cold cache).")
+    parser.add_argument("arch", choices=sorted(TARGETS))
+    parser.add_argument("--language", choices=("gluon", "triton", "all"), default="all")
+    args = parser.parse_args()
+    specs = distinct_specializations(offered_launches(args.arch, with_aiter=args.arch.startswith("gfx")),
+                                     TARGETS[args.arch])
+    chosen = [s for s in specs.values() if args.language in ("all", s.language)]
+    total = 0.0
+    with tempfile.TemporaryDirectory() as cache:
+        knobs.cache.dir = cache
+        for spec in chosen:
+            started = time.perf_counter()
+            spec.compile()
+            seconds = time.perf_counter() - started
+            total += seconds
+            print(f"{spec.language} {spec.kernel.fn.__name__} {seconds:.2f} s")
+    print(f"{len(chosen)} {args.language} specializations compiled for {args.arch} in {total:.1f} s")
+
+
+if __name__ == "__main__":
+    main()

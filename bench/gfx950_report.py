@@ -1,18 +1,25 @@
-"""gfx950 (MI355X) static report: every Triton specialization the autopick can offer on an
-MI355X, compiled for gfx950 on this machine (no GPU), and what its code alone implies.
+"""gfx950 (MI355X) static report: every Triton and Gluon specialization the autopick can
+offer on an MI355X, compiled for gfx950 on this machine (no GPU), and what its code alone
+implies. All of it is a STATIC BOUND read from the compiled code, never a time.
 
-    python3 bench/gfx950_report.py [--json FILE] [--asm-dir DIR] [--readme README.md]
-    python3 bench/gfx950_report.py render FILE [--readme README.md]
+    python3 bench/gfx950_report.py [--json FILE] [--asm-dir DIR] [--markdown PATH | --no-markdown]
+    python3 bench/gfx950_report.py render FILE [--markdown PATH | --no-markdown]
 
 The first form compiles (bench/compile_target.py: Triton's own JIT specialization, for
-each benchmark shape's stand-in arguments) every launch that triton_launch_candidates
-offers for the 8 benchmark shapes and both Triton formats on 256 CUs of arch "gfx950",
-decode kernel and split-combine kernel alike, and reads each distinct specialization's
-AMDGCN (bench/amdgcn.py): VGPRs (arch, AGPR), SGPRs, spills, scratch, LDS, occupancy,
-MFMA instructions by kind, and the main loop's instructions by class per KV token. With
---asm-dir it writes each specialization's AMDGCN to DIR/<name>.amdgcn; with --json the
-report; with --readme the table between the README's gfx950 markers. `render` makes the
-table from a saved report without compiling.
+each benchmark shape's stand-in arguments; a Gluon kernel through Gluon's own source
+class) every launch the autopick offers for the 8 benchmark shapes on 256 CUs of arch
+"gfx950": each Triton format's candidates (decode kernel and split-combine kernel), and
+the aiter route's Triton launches (the Q quantizer and the length check). It compiles
+them into an empty Triton cache, as a cold run on an MI355X does, and times each compile.
+It reads each distinct specialization's AMDGCN (bench/amdgcn.py): its language ("gluon"
+or "triton"), VGPRs (arch, AGPR), SGPRs, spills, scratch, LDS, occupancy, MFMA
+instructions by kind, the main loop's instructions by class per KV token and its loads
+by kind. It prints a short summary (per format: the launch offered first and which
+targets it meets; the cold run's count of specializations and their compile time) and
+writes the full tables to the markdown file, between its gfx950 markers (default
+docs/gfx950.md), and with --json the whole report; with --asm-dir each specialization's
+AMDGCN to DIR/<name>.amdgcn. `render` prints the summary and writes the tables from a
+saved report without compiling.
 
 Per benchmark shape and format, for the launch offered first, it sets what the main loop
 alone costs against the HBM time of the format's bytes (bench/report.py route_bytes) at
@@ -26,26 +33,41 @@ the prologue and epilogue are not modelled. With N = 256 CUs x 4 SIMDs at 2.4 GH
                  quarter-rate ones take longer, so a lower bound) x tokens / N;
   mfma_us        MFMA cycles (bench/amdgcn.py: gfx950 pass counts x 4) x tokens / N;
   hbm_us         the format's bytes (KV, q and out once) / 8 TB/s.
-Occupancy is the lower of the compiler's (registers and static LDS) and the LDS limit of
-the launch's dynamic shared memory (160 KiB a CU, a program's waves spread over 4 SIMDs).
+Programs a CU holds: the fewer of what registers allow (the compiler's occupancy, waves a
+SIMD, x 4 SIMDs // num_warps) and what LDS allows (160 KiB // the program's LDS);
+occupancy is that in waves a SIMD. LDS a CU: a program's LDS x the programs registers
+allow; it fits when that is within gfx950's 160 KiB (otherwise LDS, not registers, sets
+the occupancy).
 
 Loads in flight (also STATIC, from the code alone): per wave, the fewest global-load
 bytes issued and not yet waited for at any MFMA of the main loop's body
 (bench/amdgcn.py loads_in_flight_at_mfmas). Every VMEM instruction, load, store or
 atomic, takes a vmcnt slot; "s_waitcnt vmcnt(N)" retires the oldest until at most N are
 outstanding; a load counts its width x 64 lanes (global_/buffer_load_dwordx4 and their
-LDS forms 1 KiB a wave, dwordx2 512 B, dword 256 B ...: all lanes taken as active),
-stores, atomics and scratch loads count 0 bytes. The body is run straight through (both
-sides of a branch inside it) until its state repeats, so loads issued late in one
-iteration count at the start of the next. A CU's figure is that times the waves it holds:
+LDS-destination forms, buffer_load_* ... lds, 1 KiB a wave, dwordx2 512 B, dword 256 B
+...: all lanes taken as active), stores, atomics and scratch loads count 0 bytes. The body
+is run straight through (both sides of a branch inside it) until its state repeats, so
+loads issued late in one iteration (a ring's next tile) count at the start of the next.
+A CU's figure is that times the waves it holds:
   waves a CU   num_warps x the programs a CU holds at once, the lower of the programs
-               that occupancy allows ((occupancy x 4 SIMDs) // num_warps; the "at
-               occupancy" column) and the programs the launch gives its busiest CU
-               (ceil(programs / 256); the per-shape column).
+               it can hold (above; the "at occupancy" column) and the programs the
+               launch gives its busiest CU (ceil(programs / 256); the per-shape column).
 Little's law asks a CU for HBM bandwidth x loaded latency / CUs in flight to keep HBM busy:
-at 8 TB/s and an assumed 1.5 us that is 46,875 B = 45.8 KiB (the issue's "about 48 KB"),
-shown beside the column. With no loads in flight while a wave computes, its memory waits
-are not hidden by its own work, only by other waves'.
+at 8 TB/s and an assumed 1.5 us that is 46,875 B = 45.8 KiB; issue 21's target is 48 KiB
+a CU (1.57 us). With no loads in flight while a wave computes, its memory waits are not
+hidden by its own work, only by other waves'.
+
+Loads by kind (bench/amdgcn.py load_kind): buffer (through a buffer resource: the hardware
+drops out-of-range lanes), buffer to LDS, global, global to LDS, flat. In a decode
+kernel's main loop every load reads KV or its scales.
+
+Targets (issue 21 item 3), for each format's first-offered launch at 32x8192, 64x8192,
+256x1024 and 256x8192: issue, VALU x4 and MFMA within a fraction of the HBM time (fp8
+0.10 / 0.15 / 0.15, MXFP4 0.25 / 0.45 / 0.30), loads in flight >= 48 KiB a CU, LDS a CU
+within 160 KiB, 0 spills in the launch's kernels. At the small shapes (4x1024, 4x8192,
+32x1024, 64x1024): CUs occupied and instructions outside the loop no worse than the
+baseline, the launch the Triton wave forms (fp8 e4m3_waves, MXFP4 waves: offered first on
+gfx950 until the Gluon kernels) lead with.
 
 Small shapes (per benchmark shape, the launch offered first): the CUs its grid occupies
 (min(programs, 256)), the waves on its busiest CU (above), the tiles (BLOCK_N iterations of
@@ -57,6 +79,11 @@ loop of its own, branches make this an upper bound of what one wave executes (a 
 one side of each branch; the in-kernel merge only in the last program of a sequence).
 Other loops (the in-kernel merge's over the splits, the combine kernel's at 64 splits) are
 counted once, one pass, and the table says how many there are: there the figure is no bound.
+
+Cold run (issue 21 item 6): the distinct specializations the launches above compile (the
+JIT compiles one per kernel and cache key on first sight, every candidate being compiled
+when the autopick verifies and times it), by language, and their total compile time for
+gfx950 on this machine's CPU, named in the report with its load at the time.
 """
 from __future__ import annotations
 
@@ -64,8 +91,11 @@ import argparse
 import dataclasses
 import json
 import math
+import os
+import platform
 import shlex
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -73,6 +103,7 @@ BENCH = Path(__file__).resolve().parent
 sys.path[:0] = [str(BENCH), str(BENCH.parent)]
 import amdgcn  # noqa: E402
 import triton  # noqa: E402
+from triton import knobs  # noqa: E402
 import compile_target  # noqa: E402
 import report  # noqa: E402
 import submission as sub  # noqa: E402
@@ -84,10 +115,20 @@ HBM_BYTES_PER_S = 8e12
 LDS_BYTES_PER_CU = 160 * 1024
 MAX_WAVES_PER_SIMD = 8
 VALU_CYCLES = 4
-LOADED_LATENCY_S = 1.5e-6  # assumed HBM latency under load, for the in-flight target
-IN_FLIGHT_TARGET_BYTES_PER_CU = HBM_BYTES_PER_S * LOADED_LATENCY_S / CUS  # Little's law
-README_BEGIN = "<!-- gfx950:begin -->"
-README_END = "<!-- gfx950:end -->"
+LOADED_LATENCY_S = 1.5e-6  # assumed HBM latency under load, for Little's law
+IN_FLIGHT_LITTLE_BYTES_PER_CU = HBM_BYTES_PER_S * LOADED_LATENCY_S / CUS
+# Issue 21 item 3: the first-offered launch's targets at the large shapes (loop costs as
+# fractions of the HBM time; loads in flight a CU), and the small shapes compared with the
+# baseline, the launch the Triton wave forms lead with.
+TARGET_SHAPES = ((32, 8192), (64, 8192), (256, 1024), (256, 8192))
+SMALL_SHAPES = ((4, 1024), (4, 8192), (32, 1024), (64, 1024))
+LOOP_TARGETS = {"fp8": {"issue": 0.10, "valu": 0.15, "mfma": 0.15},
+                "mxfp4": {"issue": 0.25, "valu": 0.45, "mfma": 0.30}}
+IN_FLIGHT_TARGET_BYTES_PER_CU = 48 * 1024
+BASELINE_FORMS = {"fp8": "e4m3_waves", "mxfp4": "waves"}
+DEFAULT_MARKDOWN = BENCH.parent / "docs" / "gfx950.md"
+MARKDOWN_BEGIN = "<!-- gfx950:begin -->"
+MARKDOWN_END = "<!-- gfx950:end -->"
 
 
 # ------------------------------------------------------------------------------------
@@ -107,26 +148,36 @@ def kernel_name(kv_format: str, spec: compile_target.Specialization) -> str:
     return ".".join(parts)
 
 
-def occupancy_lds(lds_bytes: int, num_warps: int) -> int:
-    """Waves a SIMD that the LDS allows: whole programs a CU, their waves over 4 SIMDs."""
-    if lds_bytes == 0:
-        return MAX_WAVES_PER_SIMD
-    programs = LDS_BYTES_PER_CU // lds_bytes
-    return min(MAX_WAVES_PER_SIMD, programs * math.ceil(num_warps / SIMDS_PER_CU))
+def divisible_integers(spec: compile_target.Specialization) -> list:
+    """The integer arguments the JIT specialized as divisible by 16 (tt.divisibility on a
+    non-pointer argument)."""
+    names = spec.kernel.arg_names
+    return [names[path[0]] for path, attrs in spec.attrs.items()
+            if ["tt.divisibility", 16] in attrs and not spec.signature[names[path[0]]].startswith("*")]
 
 
-def resident_programs(occupancy: int, num_warps: int) -> int:
-    """Programs a CU holds at once: its 4 SIMDs x occupancy waves, num_warps a program."""
-    programs = occupancy * SIMDS_PER_CU // num_warps
-    if programs < 1:
-        raise ValueError(f"{num_warps} waves a program do not fit {occupancy} waves a SIMD on a CU")
-    return programs
+def programs_per_cu(occupancy_registers: int, lds_bytes: int, num_warps: int) -> dict:
+    """Programs a CU holds: as registers allow (the compiler's waves a SIMD x 4 SIMDs, whole
+    programs of num_warps waves), as LDS allows (160 KiB // a program's LDS), and at once
+    (the fewer); the occupancy (waves a SIMD) at that; a program's LDS x the programs
+    registers allow, and whether that fits the CU's LDS."""
+    by_registers = occupancy_registers * SIMDS_PER_CU // num_warps
+    if by_registers < 1:
+        raise ValueError(f"{num_warps} waves a program do not fit {occupancy_registers} waves a SIMD on a CU")
+    by_lds = LDS_BYTES_PER_CU // lds_bytes if lds_bytes else None
+    resident = by_registers if by_lds is None else min(by_registers, by_lds)
+    if resident < 1:
+        raise ValueError(f"a program's {lds_bytes} B of LDS exceed a CU's {LDS_BYTES_PER_CU} B")
+    return {"programs_registers": by_registers, "programs_lds": by_lds, "resident_programs": resident,
+            "occupancy": math.ceil(resident * num_warps / SIMDS_PER_CU),
+            "lds_bytes_per_cu": lds_bytes * by_registers,
+            "lds_fits": lds_bytes * by_registers <= LDS_BYTES_PER_CU}
 
 
 def loop_record(loop: list, spec: compile_target.Specialization) -> dict:
     """The main loop per KV token, all waves of a program together (a wave's count x
-    num_warps / BLOCK_N tokens an iteration), and a wave's global loads in flight at its
-    MFMAs (bytes, fewest and at each MFMA in order)."""
+    num_warps / BLOCK_N tokens an iteration), a wave's global loads in flight at its
+    MFMAs (bytes, fewest and at each MFMA in order) and its loads by kind."""
     block_n = spec.constexpr_values().get("BLOCK_N")
     if block_n is None:
         raise ValueError(f"{spec.kernel.__name__}: a loop with MFMAs but no BLOCK_N constexpr")
@@ -138,11 +189,12 @@ def loop_record(loop: list, spec: compile_target.Specialization) -> dict:
     in_flight = amdgcn.loads_in_flight_at_mfmas(loop)
     record.update(tokens=block_n, mfma_cycles=mfma_cycles * waves / block_n,
                   per_wave_iteration=per_wave, mfma_per_wave_iteration=kinds,
-                  in_flight_bytes_per_wave=min(in_flight), in_flight_bytes_at_mfma=in_flight)
+                  in_flight_bytes_per_wave=min(in_flight), in_flight_bytes_at_mfma=in_flight,
+                  loads=amdgcn.load_kinds(loop), unchecked_loads=amdgcn.unchecked_loads(loop))
     return record
 
 
-def kernel_record(kv_format: str, spec: compile_target.Specialization, compiled) -> dict:
+def kernel_record(kv_format: str, spec: compile_target.Specialization, compiled, compile_seconds: float) -> dict:
     asm = compiled.asm["amdgcn"]
     instructions, labels = amdgcn.parse(asm)
     found = amdgcn.resources(asm)
@@ -150,32 +202,33 @@ def kernel_record(kv_format: str, spec: compile_target.Specialization, compiled)
     num_warps = spec.options.num_warps
     span = amdgcn.main_loop_span(instructions, labels)
     loop = None if span is None else instructions[span[0]:span[1] + 1]
-    occupancy = min(found["occupancy_registers"], occupancy_lds(lds_bytes, num_warps))
     loop_fields = loop_record(loop, spec) if loop is not None else None
     # instructions before the loop's first and after its backward branch (all, without a loop)
     prologue, epilogue = (span[0], len(instructions) - span[1] - 1) if span else (len(instructions), 0)
+    outside = instructions[:span[0]] + instructions[span[1] + 1:] if span else instructions
     other_loops = [other for other in amdgcn.loop_spans(instructions, labels) if other != span]
-    programs = resident_programs(occupancy, num_warps)
+    programs = programs_per_cu(found["occupancy_registers"], lds_bytes, num_warps)
     return {
         "name": kernel_name(kv_format, spec),
         "format": kv_format,
         "kernel": spec.kernel.__name__,
+        "language": spec.language,
         "launch": {"constexprs": {k: _plain(v) for k, v in spec.constexpr_values().items()},
-                   "options": {k: _plain(v) for k, v in spec.non_default_options().items()}},
+                   "options": {k: _plain(v) for k, v in spec.non_default_options().items()},
+                   "divisible_by_16": divisible_integers(spec)},
         "vgpr": found["vgpr"], "agpr": found["agpr"], "total_vgpr": found["total_vgpr"], "sgpr": found["sgpr"],
         "vgpr_spill": found["vgpr_spill"], "sgpr_spill": found["sgpr_spill"],
         "scratch_bytes": found["scratch_bytes"], "lds_bytes": lds_bytes,
-        "occupancy": occupancy,
         "occupancy_registers": found["occupancy_registers"],
-        "occupancy_lds": occupancy_lds(lds_bytes, num_warps),
-        "resident_programs": programs,
+        **programs,
         "mfma": amdgcn.mfma_counts(instructions),
         "instructions": len(instructions),
         "outside_loop": {"prologue": prologue, "epilogue": epilogue, "total": prologue + epilogue,
-                         "loops": len(other_loops)},
+                         "loops": len(other_loops), "loads": amdgcn.load_kinds(outside)},
         "loop": loop_fields,
-        "in_flight_bytes_per_cu": (loop_fields["in_flight_bytes_per_wave"] * programs * num_warps
-                                   if loop_fields else None),
+        "in_flight_bytes_per_cu": (loop_fields["in_flight_bytes_per_wave"] * programs["resident_programs"]
+                                   * num_warps if loop_fields else None),
+        "compile_seconds": compile_seconds,
         "offered": [],
     }
 
@@ -193,137 +246,269 @@ def tiles_per_program(kv_len: int, launch) -> int:
     return math.ceil(math.ceil(kv_len / launch.num_splits) / launch.block_n)
 
 
-def shape_row(batch: int, kv_len: int, kv_format: str, launch, decode_call, kernels: list) -> dict:
-    """One benchmark shape's launch: the decode kernel's record first, then the combine's if any."""
+def launch_figures(batch: int, kv_len: int, launch, decode_call, kernels: list) -> dict:
+    """A launch's grid and what lies outside its main loop at one shape: the decode kernel's
+    record first in `kernels`, then the combine's if any."""
     kernel, *second = kernels
+    programs = math.prod(decode_call.grid)
+    num_warps = kernel["launch"]["options"]["num_warps"]
+    return {
+        "kernel": kernel["name"], "language": kernel["language"], "launch": dataclasses.asdict(launch),
+        "programs": programs, "cus_used": min(CUS, programs),
+        "waves_per_cu": min(kernel["resident_programs"], math.ceil(programs / CUS)) * num_warps,
+        "tiles_per_program": tiles_per_program(kv_len, launch),
+        "outside_loop_instructions": kernel["outside_loop"]["total"],
+        "combine_instructions": sum(k["instructions"] for k in second),
+        "loops_outside": kernel["outside_loop"]["loops"] + sum(k["outside_loop"]["loops"] for k in second),
+        "spills": sum(k["vgpr_spill"] + k["sgpr_spill"] for k in kernels),
+    }
+
+
+def shape_row(batch: int, kv_len: int, kv_format: str, launch, decode_call, kernels: list,
+              baseline: dict | None) -> dict:
+    """One benchmark shape's first-offered launch, its static bounds and its targets, at the
+    small shapes against the baseline's figures (launch_figures of the Triton wave form's
+    launch; None: no comparison)."""
+    kernel = kernels[0]
     loop = kernel["loop"]
     if loop is None:
         raise ValueError(f"{kernel['name']}: no main loop with MFMAs to bound")
     tokens = batch * kv_len
-    programs = math.prod(decode_call.grid)
+    row = {"batch": batch, "kv_len": kv_len, "format": kv_format, "offered_first": True,
+           **launch_figures(batch, kv_len, launch, decode_call, kernels)}
     num_warps = kernel["launch"]["options"]["num_warps"]
-    simds_used = min(SIMDS, programs * min(num_warps, SIMDS_PER_CU))
-    waves_per_cu = min(kernel["resident_programs"], math.ceil(programs / CUS)) * num_warps
+    simds_used = min(SIMDS, row["programs"] * min(num_warps, SIMDS_PER_CU))
     nbytes = report.route_bytes(f"triton_{kv_format}", batch, kv_len)
     hbm_us = nbytes / HBM_BYTES_PER_S * 1e6
     per_simd_us = tokens / (SIMDS * CLOCK_HZ) * 1e6  # one cycle a token on every SIMD
-    row = {
-        "batch": batch, "kv_len": kv_len, "format": kv_format, "kernel": kernel["name"], "offered_first": True,
-        "launch": dataclasses.asdict(launch), "programs": programs, "simds_used": simds_used, "bytes": nbytes,
+    row.update({
+        "simds_used": simds_used, "bytes": nbytes,
         "issue_us": loop["total"] * per_simd_us,
         "issue_grid_us": loop["total"] * per_simd_us * SIMDS / simds_used,
         "valu_us": loop["valu"] * VALU_CYCLES * per_simd_us,
         "mfma_us": loop["mfma_cycles"] * per_simd_us,
         "hbm_us": hbm_us,
-        "cus_used": min(CUS, programs), "waves_per_cu": waves_per_cu,
-        "tiles_per_program": tiles_per_program(kv_len, launch),
-        "outside_loop_instructions": kernel["outside_loop"]["total"],
-        "combine_instructions": sum(k["instructions"] for k in second),
-        "loops_outside": kernel["outside_loop"]["loops"] + sum(k["outside_loop"]["loops"] for k in second),
-        "in_flight_bytes_per_cu": loop["in_flight_bytes_per_wave"] * waves_per_cu,
-    }
+        "in_flight_bytes_per_cu": loop["in_flight_bytes_per_wave"] * row["waves_per_cu"],
+        "lds_bytes_per_cu": kernel["lds_bytes_per_cu"],
+        "baseline": baseline,
+    })
     for name in ("issue", "issue_grid", "valu", "mfma"):
         row[f"{name}_x_hbm"] = row[f"{name}_us"] / hbm_us
+    row["targets"] = shape_targets(row)
     return row
 
 
-def offered_calls():
-    """(format, batch, kv_len, rank, launch, its KernelCalls) for every launch the autopick
-    can offer on an MI355X for the benchmark shapes; rank 0 is the one offered first."""
-    for kv_format in FORMATS:
-        for batch, kv_len in report.BENCHMARK_SHAPES:
-            data = compile_target.contract_inputs(batch, kv_len)
-            launches = sub.triton_launch_candidates(kv_format, batch, kv_len, CUS, "gfx950")
-            for rank, launch in enumerate(launches):
-                calls = compile_target.decode_kernel_calls(data, kv_format, launch)
-                yield kv_format, batch, kv_len, rank, launch, calls
+def _target(value, limit, relation: str) -> dict:
+    met = value <= limit if relation == "<=" else value >= limit
+    return {"value": value, "limit": limit, "relation": relation, "met": met}
+
+
+def shape_targets(row: dict) -> dict:
+    """Issue 21 item 3's targets that apply at the row's shape: name -> value, limit,
+    relation, met. None at the shapes it names no target for."""
+    shape = (row["batch"], row["kv_len"])
+    if shape in TARGET_SHAPES:
+        limits = LOOP_TARGETS[row["format"]]
+        return {"issue_x_hbm": _target(row["issue_x_hbm"], limits["issue"], "<="),
+                "valu_x_hbm": _target(row["valu_x_hbm"], limits["valu"], "<="),
+                "mfma_x_hbm": _target(row["mfma_x_hbm"], limits["mfma"], "<="),
+                "in_flight_bytes_per_cu": _target(row["in_flight_bytes_per_cu"], IN_FLIGHT_TARGET_BYTES_PER_CU, ">="),
+                "lds_bytes_per_cu": _target(row["lds_bytes_per_cu"], LDS_BYTES_PER_CU, "<="),
+                "spills": _target(row["spills"], 0, "<=")}
+    if shape in SMALL_SHAPES and row["baseline"] is not None:
+        base = row["baseline"]
+        outside = row["outside_loop_instructions"] + row["combine_instructions"]
+        return {"cus_used": _target(row["cus_used"], base["cus_used"], ">="),
+                "outside_loop_instructions": _target(
+                    outside, base["outside_loop_instructions"] + base["combine_instructions"], "<=")}
+    return {}
+
+
+def baseline_launch(kv_format: str, batch: int, kv_len: int):
+    """The launch the Triton wave form of kv_format leads with on gfx950 (the form forced:
+    the splits and tile it had when it was offered first)."""
+    return sub.triton_launch_candidates(kv_format, batch, kv_len, CUS, "gfx950", BASELINE_FORMS[kv_format])[0]
+
+
+def _cpu_seconds() -> float:
+    """CPU time of this process and its finished children (the compiler's tools)."""
+    times = os.times()
+    return times.user + times.system + times.children_user + times.children_system
+
+
+def cpu_description() -> dict:
+    model = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as info:
+            model = next((line.split(":", 1)[1].strip() for line in info if line.startswith("model name")), model)
+    except OSError:
+        pass
+    return {"model": model, "logical_cpus": os.cpu_count(), "load_average_1min_at_end": os.getloadavg()[0]}
+
+
+def name_apart_by_divisibility(records: list) -> None:
+    """Two specializations that differ only in which integer arguments are divisible by 16
+    share a name: those names get them appended (e.g. ".batch%16")."""
+    names = [k["name"] for k in records]
+    for record in records:
+        if names.count(record["name"]) > 1:
+            record["name"] += "".join(f".{arg}%16" for arg in record["launch"]["divisible_by_16"])
+    names = [k["name"] for k in records]
+    duplicates = {n for n in names if names.count(n) > 1}
+    if duplicates:
+        raise RuntimeError(f"two specializations share a name: {duplicates}")
+
+
+def cold_run_record(languages: list, seconds: float, cpu_seconds: float) -> dict:
+    """Issue 21 item 6: the specializations a cold run compiles (one language each), by
+    language, and their compile time on this machine."""
+    return {"specializations": len(languages),
+            "by_language": {language: languages.count(language) for language in sorted(set(languages))},
+            "compile_seconds": seconds, "cpu_seconds": cpu_seconds, "cpu": cpu_description(),
+            "what": "every distinct specialization the autopick's candidates for the 8 benchmark shapes compile "
+                    "on gfx950 (Triton routes and the aiter route's Triton launches), each compiled once into an "
+                    "empty Triton cache on this CPU"}
 
 
 def build(asm_dir: Path | None) -> dict:
     target = compile_target.TARGETS["gfx950"]
-    started = time.perf_counter()
-    compiled, kernels, shapes = {}, {}, []  # JIT key -> compiled; (format, key) -> record
+    compiled, kernels = {}, {}  # identity -> (compiled, seconds); (format, identity) -> record
+    compile_cpu = {}  # identity -> CPU seconds of its compile
+    first, shapes = {}, []
 
-    def record_of(kv_format, call):
-        spec = compile_target.specialize(call, target)
-        if spec.key not in compiled:
-            compiled[spec.key] = spec.compile()
-        if (kv_format, spec.key) not in kernels:
-            kernels[(kv_format, spec.key)] = kernel_record(kv_format, spec, compiled[spec.key])
-        return kernels[(kv_format, spec.key)]
+    def records_of(kv_format, calls):
+        out = []
+        for call in calls:
+            spec = compile_target.specialize(call, target)
+            if spec.identity not in compiled:
+                started, cpu_started = time.perf_counter(), _cpu_seconds()
+                kernel = spec.compile()
+                compiled[spec.identity] = (kernel, time.perf_counter() - started)
+                compile_cpu[spec.identity] = _cpu_seconds() - cpu_started
+            if (kv_format, spec.identity) not in kernels:
+                kernels[(kv_format, spec.identity)] = kernel_record(kv_format, spec, *compiled[spec.identity])
+            out.append(kernels[(kv_format, spec.identity)])
+        return out
 
-    for kv_format, batch, kv_len, rank, launch, calls in offered_calls():
-        records = [record_of(kv_format, call) for call in calls]
-        for record in records:
-            record["offered"].append({"batch": batch, "kv_len": kv_len, "rank": rank,
-                                      "launch": dataclasses.asdict(launch)})
-        if rank == 0:
-            shapes.append(shape_row(batch, kv_len, kv_format, launch, calls[0], records))
-    names = [k["name"] for k in kernels.values()]
-    duplicates = {n for n in names if names.count(n) > 1}
-    if duplicates:
-        raise RuntimeError(f"two specializations share a name (they differ only in attributes): {duplicates}")
+    with tempfile.TemporaryDirectory() as cache, knobs.cache.scope():
+        knobs.cache.dir = cache  # an empty cache: every compile is a cold one, as on a fresh MI355X
+        for offered in compile_target.offered_launches("gfx950"):
+            records = records_of(offered.kv_format, offered.calls)
+            launch = offered.launch if isinstance(offered.launch, dict) else dataclasses.asdict(offered.launch)
+            for record in records:
+                record["offered"].append({"route": offered.route, "batch": offered.batch, "kv_len": offered.kv_len,
+                                          "rank": offered.rank, "launch": launch})
+            if offered.route.startswith("triton") and offered.rank == 0:
+                first[(offered.kv_format, offered.batch, offered.kv_len)] = (offered, records)
+        offered_identities = set(compiled)
+        cold_seconds = sum(seconds for _, seconds in compiled.values())
+        cold_cpu_seconds = sum(compile_cpu.values())
+        for (kv_format, batch, kv_len), (offered, records) in first.items():
+            launch = baseline_launch(kv_format, batch, kv_len)
+            calls = compile_target.decode_kernel_calls(compile_target.contract_inputs(batch, kv_len), kv_format,
+                                                       launch)
+            baseline = launch_figures(batch, kv_len, launch, calls[0], records_of(kv_format, calls))
+            shapes.append(shape_row(batch, kv_len, kv_format, offered.launch, offered.calls[0], records, baseline))
+    name_apart_by_divisibility(list(kernels.values()))
     if asm_dir is not None:
         asm_dir.mkdir(parents=True, exist_ok=True)
-        for (_, key), record in kernels.items():
-            (asm_dir / f"{record['name']}.amdgcn").write_text(compiled[key].asm["amdgcn"])
+        for (_, identity), record in kernels.items():
+            (asm_dir / f"{record['name']}.amdgcn").write_text(compiled[identity][0].asm["amdgcn"])
+    languages = {identity: record["language"] for (_, identity), record in kernels.items()}
     return {"target": "gfx950", "triton": triton.__version__, "kernels": list(kernels.values()), "shapes": shapes,
-            "compiled_specializations": len(compiled), "compile_seconds": time.perf_counter() - started,
+            "cold_run": cold_run_record([languages[i] for i in offered_identities], cold_seconds, cold_cpu_seconds),
             "machine": {"cus": CUS, "simds_per_cu": SIMDS_PER_CU, "clock_hz": CLOCK_HZ,
                         "hbm_bytes_per_s": HBM_BYTES_PER_S, "lds_bytes_per_cu": LDS_BYTES_PER_CU,
                         "loaded_latency_s": LOADED_LATENCY_S,
-                        "in_flight_target_bytes_per_cu": IN_FLIGHT_TARGET_BYTES_PER_CU}}
+                        "in_flight_little_bytes_per_cu": IN_FLIGHT_LITTLE_BYTES_PER_CU,
+                        "in_flight_target_bytes_per_cu": IN_FLIGHT_TARGET_BYTES_PER_CU},
+            "targets": {"loop_x_hbm": LOOP_TARGETS, "target_shapes": TARGET_SHAPES, "small_shapes": SMALL_SHAPES,
+                        "baseline_forms": BASELINE_FORMS}}
 
 
 # ------------------------------------------------------------------------------------
-# render
+# render: the markdown tables and the terminal summary
 # ------------------------------------------------------------------------------------
+_TARGET_LABELS = {"issue_x_hbm": "issue x HBM", "valu_x_hbm": "VALU x4 x HBM", "mfma_x_hbm": "MFMA x HBM",
+                  "in_flight_bytes_per_cu": "in flight a CU", "lds_bytes_per_cu": "LDS a CU at the register occupancy",
+                  "spills": "spills", "cus_used": "CUs occupied", "outside_loop_instructions": "instr outside loop"}
+
+
+def _target_value(name: str, value) -> str:
+    if name in ("in_flight_bytes_per_cu", "lds_bytes_per_cu"):
+        return f"{value / 1024:.1f} KiB"
+    return f"{value:.2f}" if isinstance(value, float) else str(value)
+
+
+def _check_version(rep: dict) -> None:
+    if "cold_run" not in rep or "targets" not in rep:
+        raise ValueError("this report predates the Gluon columns, targets and cold-run count: make it again "
+                         "with python3 bench/gfx950_report.py --json FILE")
+
+
 def table(rep: dict) -> str:
-    if "in_flight_target_bytes_per_cu" not in rep["machine"]:
-        raise ValueError("this report predates the loads-in-flight and small-shape columns: "
-                         "make it again with python3 bench/gfx950_report.py --json FILE")
+    _check_version(rep)
+    machine = rep["machine"]
+    cold = rep["cold_run"]
     lines = [
         f"**STATIC BOUND, not a time.** Compiled for gfx950 by Triton {rep['triton']} on a CPU; no MI355X "
         "ran any of it. Counts are read from the compiled code; latency, memory behaviour and dependencies "
         "are not modelled, and the times count the main loop alone (the instructions outside it are a "
-        "column). MI355X: 256 CUs x 4 SIMDs at 2.4 GHz, HBM 8 TB/s; the loads-in-flight target is Little's "
-        "law at 8 TB/s and an assumed 1.5 us loaded latency over 256 CUs. Per benchmark shape and format, "
-        "the launch offered first:",
+        "column). MI355X: 256 CUs x 4 SIMDs at 2.4 GHz, HBM 8 TB/s, 160 KiB of LDS a CU; the loads-in-flight "
+        f"target is {machine['in_flight_target_bytes_per_cu'] / 1024:.0f} KiB a CU (Little's law at 8 TB/s "
+        f"and an assumed 1.5 us loaded latency over 256 CUs: {machine['in_flight_little_bytes_per_cu'] / 1024:.1f}"
+        " KiB). Per benchmark shape and format, the launch offered first:",
         "",
-        "| batch | kv_len | format | kernel | loop instr / token | issue (us) | x HBM | issue, this grid (us) "
-        "| VALU x4 cycles (us) | x HBM | MFMA pipe (us) | x HBM | HBM (us) | CUs used | waves / CU "
-        "| tiles / program | instr outside loop (decode + combine) "
-        f"| loads in flight / CU (KiB; target {rep['machine']['in_flight_target_bytes_per_cu'] / 1024:.1f}) |",
-        "|---:|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| batch | kv_len | format | language | kernel | loop instr / token | issue (us) | x HBM "
+        "| issue, this grid (us) | VALU x4 cycles (us) | x HBM | MFMA pipe (us) | x HBM | HBM (us) | CUs used "
+        "| waves / CU | tiles / program | instr outside loop (decode + combine) "
+        "| LDS / CU at the register occupancy (KiB) | loads in flight / CU (KiB) |",
+        "|---:|---:|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     kernels = {k["name"]: k for k in rep["kernels"]}
     for r in rep["shapes"]:
         loop = kernels[r["kernel"]]["loop"]
-        lines.append(f"| {r['batch']} | {r['kv_len']} | {r['format']} | `{r['kernel']}` | {loop['total']:.0f} | "
-                     f"{r['issue_us']:.1f} | {r['issue_x_hbm']:.2f} | {r['issue_grid_us']:.1f} | "
+        lines.append(f"| {r['batch']} | {r['kv_len']} | {r['format']} | {r['language']} | `{r['kernel']}` | "
+                     f"{loop['total']:.0f} | {r['issue_us']:.1f} | {r['issue_x_hbm']:.2f} | {r['issue_grid_us']:.1f} | "
                      f"{r['valu_us']:.1f} | {r['valu_x_hbm']:.2f} | {r['mfma_us']:.1f} | {r['mfma_x_hbm']:.2f} | "
                      f"{r['hbm_us']:.1f} | {r['cus_used']} | {r['waves_per_cu']} | {r['tiles_per_program']} | "
                      f"{r['outside_loop_instructions']} + {r['combine_instructions']}"
-                     f"{_loops_note(r['loops_outside'])} | "
+                     f"{_loops_note(r['loops_outside'])} | {r['lds_bytes_per_cu'] / 1024:.1f} | "
                      f"{r['in_flight_bytes_per_cu'] / 1024:.1f} |")
-    lines += ["", "Every specialization offered (loop columns: per KV token, all waves of a program; "
-                  "in flight: a wave's fewest global-load bytes outstanding at an MFMA of the loop, and that "
-                  "times the waves a CU holds at its occupancy):", "",
-              "| kernel | VGPR | AGPR | SGPR | spills (V/S) | scratch | LDS (B) | occupancy | MFMA (kernel) "
-              "| VALU | SALU | VMEM | LDS | MFMA | total | MFMA cycles | instr outside loop "
-              "| in flight / wave (B) | in flight / CU (KiB) |",
-              "|---|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    lines += ["", "Targets of the launch offered first (issue 21 item 3; met or missed, the value against the "
+                  "limit; small shapes against the baseline, the launch the Triton wave form leads with):", "",
+              "| batch | kv_len | format | target | value | limit | met |", "|---:|---:|---|---|---:|---:|---|"]
+    for r in rep["shapes"]:
+        for name, t in r["targets"].items():
+            lines.append(f"| {r['batch']} | {r['kv_len']} | {r['format']} | {_TARGET_LABELS[name]} | "
+                         f"{_target_value(name, t['value'])} | {t['relation']} {_target_value(name, t['limit'])} | "
+                         f"{'met' if t['met'] else '**missed**'} |")
+    lines += ["", "Every specialization compiled (loop columns: per KV token, all waves of a program; in flight: a "
+                  "wave's fewest global-load bytes outstanding at an MFMA of the loop, and that times the waves a CU "
+                  "holds at its occupancy; loop loads: buffer / buffer to LDS / global or flat):", "",
+              "| kernel | language | offered | VGPR | AGPR | SGPR | spills (V/S) | scratch | LDS (B) "
+              "| LDS / CU at the register occupancy (KiB; over: LDS holds fewer programs) "
+              "| occupancy | MFMA (kernel) | VALU | SALU | VMEM | LDS | MFMA | total | MFMA cycles "
+              "| instr outside loop | loop loads | in flight / wave (B) | in flight / CU (KiB) | compile (s) |",
+              "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"
+              "---:|---:|---:|"]
     for k in rep["kernels"]:
         mfma = ", ".join(f"{kind} x{count}" for kind, count in k["mfma"].items()) or "none"
         loop = k["loop"]
         counts = (" | ".join(f"{loop[c]:.1f}" for c in ("valu", "salu", "vmem", "lds", "mfma", "total", "mfma_cycles"))
                   if loop else " | ".join(["no MFMA loop"] + [""] * 6))
+        loads = (f"{loop['loads']['buffer']} / {loop['loads']['buffer_to_lds']} / "
+                 f"{sum(loop['loads'][kind] for kind in ('global', 'global_to_lds', 'flat'))}" if loop else "")
         in_flight = (f"{loop['in_flight_bytes_per_wave']} | {k['in_flight_bytes_per_cu'] / 1024:.1f}"
                      if loop else " | ")
-        lines.append(f"| `{k['name']}` | {k['vgpr']} | {k['agpr']} | {k['sgpr']} | {k['vgpr_spill']}/{k['sgpr_spill']} "
-                     f"| {k['scratch_bytes']} | {k['lds_bytes']} | {k['occupancy']} | {mfma} | {counts} "
-                     f"| {k['outside_loop']['total']}{_loops_note(k['outside_loop']['loops'])} | {in_flight} |")
-    lines += ["", f"{rep['compiled_specializations']} specializations compiled in {rep['compile_seconds']:.0f} s. "
+        lds_fit = "" if k["lds_fits"] else " (over)"
+        lines.append(f"| `{k['name']}` | {k['language']} | {len(k['offered'])} | {k['vgpr']} | {k['agpr']} "
+                     f"| {k['sgpr']} | {k['vgpr_spill']}/{k['sgpr_spill']} | {k['scratch_bytes']} | {k['lds_bytes']} "
+                     f"| {k['lds_bytes_per_cu'] / 1024:.1f}{lds_fit} | {k['occupancy']} | {mfma} | {counts} "
+                     f"| {k['outside_loop']['total']}{_loops_note(k['outside_loop']['loops'])} | {loads} | {in_flight} "
+                     f"| {k['compile_seconds']:.2f} |")
+    lines += ["", f"Cold run: {cold_run_line(rep)}. \"offered\": the candidates (shape, rank) that launch it; 0 for "
+                  "a baseline compiled only for comparison, not counted. "
                   f"Produced by `{rep['command']}`; the columns are defined in bench/gfx950_report.py's docstring."]
     return "\n".join(lines)
 
@@ -332,38 +517,91 @@ def _loops_note(loops: int) -> str:
     return f" ({loops} loop{'s' * (loops > 1)} counted once)" if loops else ""
 
 
-def write_readme(readme: Path, text: str, source: str) -> None:
-    content = readme.read_text()
-    begin, end = content.index(README_BEGIN) + len(README_BEGIN), content.index(README_END)
-    readme.write_text(content[:begin] + f"\n\nFrom `{source}`:\n\n" + text + "\n\n" + content[end:])
+def cold_run_line(rep: dict) -> str:
+    cold = rep["cold_run"]
+    languages = ", ".join(f"{count} {language}" for language, count in cold["by_language"].items())
+    cpu = cold["cpu"]
+    return (f"the 8 benchmark shapes compile {cold['specializations']} distinct specializations for gfx950 "
+            f"({languages}), {cold['compile_seconds']:.1f} s of compiling ({cold['cpu_seconds']:.1f} s of CPU "
+            f"time) on this CPU ({cpu['model']}, "
+            f"{cpu['logical_cpus']} logical CPUs, load {cpu['load_average_1min_at_end']:.1f} at the end)")
+
+
+def summary(rep: dict, written: list) -> str:
+    """A few lines per format: the launch offered first, its targets met and missed."""
+    _check_version(rep)
+    lines = ["gfx950 static report: STATIC BOUNDS read from code compiled on a CPU, not times; no MI355X ran it."]
+    for kv_format in FORMATS:
+        rows = [r for r in rep["shapes"] if r["format"] == kv_format]
+        first_kernels = sorted({(r["language"], r["kernel"]) for r in rows})
+        lines.append(f"{kv_format}: offered first: "
+                     + "; ".join(f"{language} {name}" for language, name in first_kernels))
+        for label, shapes in (("targets at", TARGET_SHAPES), ("small shapes vs the Triton wave form at", SMALL_SHAPES)):
+            chosen = [r for r in rows if (r["batch"], r["kv_len"]) in map(tuple, shapes)]
+            met, missed = [], []
+            for name in chosen[0]["targets"] if chosen else ():
+                values = [r["targets"][name] for r in chosen]
+                text = f"{_TARGET_LABELS[name]} " + "/".join(_target_value(name, t["value"]) for t in values)
+                if all(t["met"] for t in values):
+                    met.append(text)
+                else:
+                    limit = values[0]["limit"] if name not in ("cus_used", "outside_loop_instructions") else None
+                    bound = f" (limit {values[0]['relation']} {_target_value(name, limit)})" if limit is not None else \
+                        " (baseline " + "/".join(_target_value(name, t["limit"]) for t in values) + ")"
+                    missed.append(text + bound)
+            where = ", ".join(f"{r['batch']}x{r['kv_len']}" for r in chosen)
+            lines.append(f"  {label} {where}: met: {'; '.join(met) or 'none'}")
+            lines.append(f"    missed: {'; '.join(missed) or 'none'}")
+    lines.append(f"cold run: {cold_run_line(rep)}")
+    if written:
+        lines.append("full tables: " + ", ".join(str(path) for path in written))
+    return "\n".join(lines)
+
+
+def write_markdown(path: Path, text: str, source: Path | None) -> None:
+    """The tables between path's gfx950 markers; `source`, the saved report, cited above them."""
+    if not path.exists():
+        raise SystemExit(f"{path} does not exist: give --markdown a file holding {MARKDOWN_BEGIN} and "
+                         f"{MARKDOWN_END}, or --no-markdown")
+    content = path.read_text()
+    if MARKDOWN_BEGIN not in content or MARKDOWN_END not in content:
+        raise SystemExit(f"{path} lacks the markers {MARKDOWN_BEGIN} ... {MARKDOWN_END} that the tables go between")
+    begin, end = content.index(MARKDOWN_BEGIN) + len(MARKDOWN_BEGIN), content.index(MARKDOWN_END)
+    cited = f"\n\nFrom `{os.path.relpath(source.resolve(), path.parent.resolve())}`:" if source is not None else ""
+    path.write_text(content[:begin] + cited + "\n\n" + text + "\n\n" + content[end:])
+
+
+def _markdown_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--markdown", "--readme", type=Path, default=DEFAULT_MARKDOWN,
+                        help="write the tables between this file's gfx950 markers (default docs/gfx950.md)")
+    parser.add_argument("--no-markdown", action="store_true", help="write no markdown")
 
 
 def main() -> None:
     if sys.argv[1:2] == ["render"]:
         parser = argparse.ArgumentParser(prog="gfx950_report.py render")
         parser.add_argument("json", type=Path)
-        parser.add_argument("--readme", type=Path)
+        _markdown_options(parser)
         args = parser.parse_args(sys.argv[2:])
         rep = json.loads(args.json.read_text())
-        source = args.json
+        _check_version(rep)
+        written = []
     else:
         parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
         parser.add_argument("--json", type=Path, help="write the report here")
         parser.add_argument("--asm-dir", type=Path, help="write each specialization's AMDGCN here")
-        parser.add_argument("--readme", type=Path, help="write the table between this file's gfx950 markers")
+        _markdown_options(parser)
         args = parser.parse_args()
         rep = build(args.asm_dir)
         rep["command"] = shlex.join(["python3", "bench/gfx950_report.py", *sys.argv[1:]])
-        source = args.json
         if args.json is not None:
             args.json.parent.mkdir(parents=True, exist_ok=True)
             args.json.write_text(json.dumps(rep, indent=1))
-    text = table(rep)
-    print(text)
-    if args.readme is not None:
-        if source is None:
-            raise SystemExit("--readme needs the report saved with --json (the README cites it)")
-        write_readme(args.readme, text, source.resolve().relative_to(args.readme.parent.resolve()).as_posix())
+        written = [args.json] if args.json is not None else []
+    if not args.no_markdown:
+        write_markdown(args.markdown, table(rep), args.json)
+        written.append(args.markdown)
+    print(summary(rep, written))
 
 
 if __name__ == "__main__":

@@ -13,6 +13,9 @@
 #   OUT=dir bash bench/h200_session.sh forms     # the gfx950 wave forms forced (the H200 can
 #       # run fp8 e4m3_waves and mxfp4 waves), leaderboard mode; robustness of the automatic route and of
 #       # those forms; every Triton launch candidate's device time and error
+#   OUT=dir bash bench/h200_session.sh gluon     # the fp8 Gluon form's twin: forced, leaderboard
+#       # mode; its candidates verified and timed (MLA_DEBUG); the automatic choice; its
+#       # GPU robustness cases and tests
 #   OUT=dir bash bench/h200_session.sh verify    # errors against exact attention on the 8
 #       # benchmark inputs (bench/verify_errors.py); the Q quantizer's bit-exactness and
 #       # device time (bench/q_quant_time.py); the set-up's view of this GPU stack
@@ -92,6 +95,32 @@ forms)
     python3 bench/kernel_sweep.py --candidates --out "$out" 2>&1 | grep -v '^{' > "$out/kernel_candidates.txt" || status=1
     step "done"
     ;;
+gluon)
+    # The fp8 Gluon form (its NVIDIA twin here): its GPU tests first (nothing else runs if
+    # they fail); forced through eval.py leaderboard mode; every Gluon launch candidate
+    # verified and timed by the autopick on the 8 benchmark shapes (MLA_DEBUG prints each
+    # candidate's time and error); the automatic choice with the Gluon form among its
+    # candidates; the GPU robustness cases of the forced form; the automatic choice in
+    # leaderboard mode.
+    step "pytest tests/test_gluon_kernels.py"
+    if ! timeout 150 python3 -m pytest -q -x tests/test_gluon_kernels.py > "$out/pytest_gluon.log" 2>&1; then
+        tail -n 40 "$out/pytest_gluon.log"
+        exit 1
+    fi
+    tail -n 3 "$out/pytest_gluon.log"
+    protocol leaderboard /tmp/benchmarks.txt leaderboard_triton_fp8_gluon MLA_ROUTE=triton_fp8:gluon
+    step "MLA_DEBUG=1 MLA_ROUTE=triton_fp8:gluon eval.py benchmark"
+    MLA_DEBUG=1 MLA_ROUTE=triton_fp8:gluon timeout 150 python3 eval.py benchmark > "$out/debug_benchmark_gluon.log" 2>&1 \
+        || status=1
+    step "MLA_DEBUG=1 eval.py benchmark (automatic)"
+    MLA_DEBUG=1 timeout 200 python3 eval.py benchmark > "$out/debug_benchmark_auto.log" 2>&1 || status=1
+    step "bench/robustness_gpu.py --routes triton_fp8:gluon"
+    timeout 150 python3 bench/robustness_gpu.py --out "$out" --routes triton_fp8:gluon > "$out/robustness.log" 2>&1 \
+        || status=1
+    tail -n 8 "$out/robustness.log"
+    protocol leaderboard /tmp/benchmarks.txt leaderboard_auto
+    step "done"
+    ;;
 verify)
     step "bench/verify_errors.py"
     python3 bench/verify_errors.py --out "$out" > "$out/verify_errors.log" 2>&1 || status=1
@@ -106,7 +135,7 @@ verify)
     step "done"
     ;;
 *)
-    echo "usage: OUT=dir $0 harness|compare|routes|forms|verify" >&2
+    echo "usage: OUT=dir $0 harness|compare|routes|forms|gluon|verify" >&2
     exit 2
     ;;
 esac

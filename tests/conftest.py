@@ -29,10 +29,14 @@ def cpu_only(why: str):
 
 
 def runnable_forms(kv_format: str) -> list[str]:
-    """Every Triton kernel form of kv_format: each compiles on every GPU (gfx950's convert
-    instruction is a launch choice, TritonLaunch.hw_convert, not a form of its own)."""
+    """Every kernel form of kv_format that runs on the device under test: each Triton form
+    compiles on every GPU (gfx950's convert instruction is a launch choice,
+    TritonLaunch.hw_convert, not a form of its own); a Gluon form runs where Gluon imports
+    on gfx950 or NVIDIA sm_80+, never under the interpreter or on a CPU."""
     import submission
-    return list(submission.KERNEL_FORMS[kv_format])
+    arch = submission._device_sms_and_arch(DEVICE)[1]
+    return [form for form in submission.KERNEL_FORMS[kv_format]
+            if form not in submission._GLUON_FORMS or submission.gluon_forms_here(arch)]
 
 
 # A subprocess that must see no GPU (eval.py's protocol, run as on a CPU machine): CUDA

@@ -1,11 +1,14 @@
-"""bench/gfx950_report.py: every Triton specialization the autopick can offer on an MI355X
-compiles for gfx950 without spilling, and the report's numbers are read from the compiled
-code.
+"""bench/gfx950_report.py: every Triton and Gluon specialization the autopick can offer on
+an MI355X compiles for gfx950 without spilling, the report's numbers are read from the
+compiled code, and in every decode kernel's main loop KV and its scales are read by buffer
+loads (issue 22 item 3).
 
 The compiles run in subprocesses without TRITON_INTERPRET (Triton decides interpret-or-
-compile when a kernel is decorated) and with a fresh Triton cache in a temporary folder,
-so every run compiles everything (about 30 s for the report on an idle 2-core machine).
+compile when a kernel is decorated); the report compiles into an empty Triton cache of its
+own, so every run compiles everything (about 30 s for the report on an idle 2-core
+machine). One report serves every test of this module.
 """
+import dataclasses
 import json
 import os
 import re
@@ -21,6 +24,7 @@ import amdgcn  # noqa: E402
 import submission  # noqa: E402
 
 REPORT = ROOT / "bench" / "gfx950_report.py"
+MARKDOWN_BEGIN, MARKDOWN_END = "<!-- gfx950:begin -->", "<!-- gfx950:end -->"
 SHAPES = [(4, 1024), (4, 8192), (32, 1024), (32, 8192), (64, 1024), (64, 8192), (256, 1024), (256, 8192)]
 
 
@@ -36,7 +40,10 @@ def _run(args: list, cache: Path) -> str:
 @pytest.fixture(scope="module")
 def report(tmp_path_factory):
     folder = tmp_path_factory.mktemp("gfx950")
-    _run([REPORT, "--json", folder / "report.json", "--asm-dir", folder / "asm"], folder / "cache")
+    (folder / "gfx950.md").write_text(f"{MARKDOWN_BEGIN}\n{MARKDOWN_END}\n")
+    summary = _run([REPORT, "--json", folder / "report.json", "--asm-dir", folder / "asm",
+                    "--markdown", folder / "gfx950.md"], folder / "cache")
+    (folder / "summary.txt").write_text(summary)
     return json.loads((folder / "report.json").read_text()), folder
 
 
@@ -81,13 +88,21 @@ def test_report_shape(report):
     assert rep["target"] == "gfx950" and rep["triton"]
     kernel_keys = {"name", "format", "launch", "vgpr", "agpr", "sgpr", "vgpr_spill", "sgpr_spill",
                    "scratch_bytes", "lds_bytes", "occupancy", "mfma", "loop"}
-    kernel_keys |= {"instructions", "outside_loop", "resident_programs", "in_flight_bytes_per_cu"}
+    kernel_keys |= {"instructions", "outside_loop", "resident_programs", "in_flight_bytes_per_cu", "language",
+                    "lds_bytes_per_cu", "lds_fits", "programs_registers", "programs_lds", "compile_seconds"}
     loop_keys = {"valu", "salu", "vmem", "lds", "mfma", "total", "tokens", "in_flight_bytes_per_wave",
-                 "in_flight_bytes_at_mfma"}
+                 "in_flight_bytes_at_mfma", "loads", "unchecked_loads"}
     for kernel in rep["kernels"]:
         assert kernel_keys <= kernel.keys(), kernel["name"]
         assert 1 <= kernel["occupancy"] <= 8
-        if kernel["kernel"] == "_mla_decode_kernel":
+        assert kernel["language"] in ("gluon", "triton")
+        # LDS: a program's bytes x the programs registers allow; the programs held are the
+        # fewer of those and what 160 KiB of LDS allow
+        assert kernel["lds_bytes_per_cu"] == kernel["lds_bytes"] * kernel["programs_registers"]
+        assert kernel["lds_fits"] == (kernel["lds_bytes_per_cu"] <= 160 * 1024)
+        by_lds = 160 * 1024 // kernel["lds_bytes"] if kernel["lds_bytes"] else kernel["programs_registers"]
+        assert kernel["resident_programs"] == min(kernel["programs_registers"], by_lds)
+        if kernel["kernel"] == "_mla_decode_kernel" or kernel["loop"] is not None:
             assert loop_keys <= kernel["loop"].keys(), kernel["name"]
     names = {k["name"] for k in rep["kernels"]}
     assert len(names) == len(rep["kernels"])
@@ -95,9 +110,10 @@ def test_report_shape(report):
     assert rows == {(b, n, f) for b, n in SHAPES for f in ("fp8", "mxfp4")}
     for row in rep["shapes"]:
         assert row["kernel"] in names and row["offered_first"]
-        assert {"issue_us", "hbm_us", "mfma_us"} <= row.keys()
+        assert {"issue_us", "hbm_us", "mfma_us", "language"} <= row.keys()
         assert row["issue_us"] > 0 and row["hbm_us"] > 0 and row["mfma_us"] > 0
-    assert rep["machine"]["in_flight_target_bytes_per_cu"] == pytest.approx(8e12 * 1.5e-6 / 256)
+    assert rep["machine"]["in_flight_little_bytes_per_cu"] == pytest.approx(8e12 * 1.5e-6 / 256)
+    assert rep["machine"]["in_flight_target_bytes_per_cu"] == 48 * 1024
 
 
 def test_small_shape_columns(report):
@@ -117,7 +133,7 @@ def test_small_shape_columns(report):
         assert row["outside_loop_instructions"] == kernel["outside_loop"]["total"]
         combine = [k for k in rep["kernels"] if k["kernel"] == "_combine_splits_kernel" and k["format"] == row["format"]
                    and any(o["rank"] == 0 and (o["batch"], o["kv_len"]) == (row["batch"], row["kv_len"])
-                           for o in k["offered"])]
+                           and o["route"] == f"triton_{row['format']}" for o in k["offered"])]
         assert row["combine_instructions"] == sum(k["instructions"] for k in combine)
         assert bool(combine) == (launch.num_splits > 1 and not launch.combine_in_kernel)
         loops = kernel["outside_loop"]["loops"] + sum(k["outside_loop"]["loops"] for k in combine)
@@ -130,15 +146,67 @@ def test_every_offered_launch_is_compiled(report):
     offered = {}
     for kernel in rep["kernels"]:
         for o in kernel["offered"]:
-            offered.setdefault((kernel["format"], o["batch"], o["kv_len"], o["rank"]), set()).add(kernel["kernel"])
+            offered.setdefault((o["route"], o["batch"], o["kv_len"], o["rank"]), set()).add(kernel["kernel"])
     for kv_format in ("fp8", "mxfp4"):
         for batch, kv_len in SHAPES:
             launches = submission.triton_launch_candidates(kv_format, batch, kv_len, 256, "gfx950")
             for rank, launch in enumerate(launches):
-                kernels = offered.get((kv_format, batch, kv_len, rank), set())
-                assert "_mla_decode_kernel" in kernels, (kv_format, batch, kv_len, launch)
+                kernels = offered.get((f"triton_{kv_format}", batch, kv_len, rank), set())
+                decode = {k for k in kernels if k != "_combine_splits_kernel"}
+                assert len(decode) == 1, (kv_format, batch, kv_len, launch, kernels)
                 needs_combine = launch.num_splits > 1 and not launch.combine_in_kernel
                 assert ("_combine_splits_kernel" in kernels) == needs_combine, (kv_format, batch, kv_len, launch)
+    # the aiter route's Triton launches, at every split count: a8w8 the Q quantizer's two,
+    # a16w8 the length check
+    quantizer = {"_q_abs_max_partials_checked_kernel", "_q_fp8_quantize_kernel"}
+    for batch, kv_len in SHAPES:
+        ranks = len(submission.AITER_KV_SPLIT_CANDIDATES)
+        for rank in range(2 * ranks):
+            expected = quantizer if rank < ranks else {"_kv_lengths_check_kernel"}
+            assert offered.get(("aiter_fp8", batch, kv_len, rank)) == expected, (batch, kv_len, rank)
+
+
+def test_gluon_launches_are_compiled_as_gluon(report):
+    # Issue 21 item 5 (gfx950 half): every Gluon launch offered is compiled, through Gluon's
+    # own source class; a launch is Gluon exactly when it names a Gluon architecture.
+    rep, _ = report
+    languages = {}
+    for kernel in rep["kernels"]:
+        for o in kernel["offered"]:
+            if o["route"].startswith("triton") and kernel["loop"] is not None:
+                languages[(o["route"], o["batch"], o["kv_len"], o["rank"])] = (kernel["language"], o["launch"])
+    assert languages
+    for language, launch in languages.values():
+        assert language == ("gluon" if launch.get("gluon_arch") else "triton"), launch
+    gluon = {k["name"] for k in rep["kernels"] if k["language"] == "gluon" and k["offered"]}
+    assert bool(gluon) == submission.GLUON_AVAILABLE
+    assert rep["cold_run"]["by_language"].get("gluon", 0) == len(gluon)
+
+
+COUNT_WITHOUT_COMPILING = """
+import collections, json, sys
+sys.path[:0] = ["bench", "."]
+import compile_target
+specs = compile_target.distinct_specializations(compile_target.offered_launches("gfx950"),
+                                                compile_target.TARGETS["gfx950"])
+print(json.dumps(collections.Counter(s.language for s in specs.values())))
+"""
+
+
+def test_cold_run_count_and_compile_time(report, tmp_path):
+    # Issue 21 item 6: the specializations a cold run of the 8 shapes compiles on gfx950,
+    # counted again here by specializing alone (no compile), and their compile time.
+    rep, folder = report
+    by_language = json.loads(_run(["-c", COUNT_WITHOUT_COMPILING], tmp_path / "cache"))
+    cold = rep["cold_run"]
+    assert cold["by_language"] == by_language and cold["specializations"] == sum(by_language.values())
+    offered = [k for k in rep["kernels"] if k["offered"]]
+    assert len(offered) >= cold["specializations"]  # a kernel offered for both formats has a record each
+    assert 0 < cold["cpu_seconds"] and 0 < cold["compile_seconds"] and cold["cpu"]["logical_cpus"] >= 1
+    assert all(k["compile_seconds"] > 0 for k in rep["kernels"])
+    summary = (folder / "summary.txt").read_text()
+    assert f"compile {cold['specializations']} distinct specializations for gfx950" in summary
+    assert f"{cold['compile_seconds']:.1f} s of compiling" in summary
 
 
 def test_numbers_match_the_written_code(report):
@@ -163,6 +231,8 @@ def test_numbers_match_the_written_code(report):
             min(in_flight) * kernel["resident_programs"] * kernel["launch"]["options"]["num_warps"]
         per_wave = amdgcn.class_counts(loop)
         assert kernel["loop"]["per_wave_iteration"] == per_wave
+        assert kernel["loop"]["loads"] == amdgcn.load_kinds(loop)
+        assert kernel["loop"]["unchecked_loads"] == amdgcn.unchecked_loads(loop)
         warps = kernel["launch"]["options"]["num_warps"]
         block_n = kernel["launch"]["constexprs"]["BLOCK_N"]
         assert kernel["loop"]["tokens"] == block_n
@@ -174,9 +244,9 @@ def test_decode_loop_mfma_work_covers_the_products(report):
     # must at least do the tile's two products, S = Q.K^T (16 x BLOCK_N x 576) and
     # P.V (16 x 512 x BLOCK_N).
     rep, _ = report
-    for kernel in rep["kernels"]:
-        if kernel["kernel"] != "_mla_decode_kernel":
-            continue
+    decode_kernels = [k for k in rep["kernels"] if k["loop"] is not None]
+    assert {k["name"] for k in decode_kernels} == {k["name"] for k in rep["kernels"] if "decode" in k["kernel"]}
+    for kernel in decode_kernels:
         block_n = kernel["launch"]["constexprs"]["BLOCK_N"]
         warps = kernel["launch"]["options"]["num_warps"]
         macs = 0
@@ -219,8 +289,40 @@ def test_hand_checked_small_loops(small_cases):
     assert inline["per_wave_iteration"] == {"valu": 56, "mfma": 1, "salu": 2, "smem": 0, "vmem": 3, "lds": 11,
                                             "branch": 1, "wait": 7, "total": 81}
     assert inline["mfma_per_wave_iteration"] == {"v_mfma_f32_16x16x32_f16": 1}
-    for case in small_cases.values():
-        assert case["vgpr_spill"] == 0 and case["occupancy"] == 8
+    for name, case in small_cases.items():
+        gluon = name.startswith("gluon_ring")
+        assert case["vgpr_spill"] == 0 and case["language"] == ("gluon" if gluon else "triton")
+        assert case["occupancy"] == (5 if gluon else 8)
+
+
+def test_hand_checked_gluon_ring(small_cases):
+    # Gluon, one wave, two stages in LDS (read off the listing by hand, Triton 3.6, gfx950).
+    ring = small_cases["gluon_ring"]
+    loop = ring["loop"]
+    # s_add/s_add/s_min/s_and/s_lshl/s_lshl/s_add (stage and tile offsets), 4 s_mov/s_add of
+    # m0 (each copy's LDS address), s_lshl/s_and, s_cmp_lg/s_mov: 15 SALU; 2 v_or, 2 v_lshlrev,
+    # 2 v_add_u32: 6 VALU; the next tile's 4 buffer_load_dwordx4 ... lds; 4 ds_read_b64_tr_b16
+    # (B) + 2 ds_read_b128 (A); s_waitcnt lgkmcnt(0), vmcnt(4) lgkmcnt(0), lgkmcnt(3),
+    # lgkmcnt(0); 2 MFMAs; the branch: 38
+    assert loop["per_wave_iteration"] == {"valu": 6, "mfma": 2, "salu": 15, "smem": 0, "vmem": 4, "lds": 6,
+                                          "branch": 1, "wait": 4, "total": 38}
+    assert loop["mfma_per_wave_iteration"] == {"v_mfma_f32_16x16x32_f16": 2}
+    assert loop["loads"] == {"buffer": 0, "buffer_to_lds": 4, "global": 0, "global_to_lds": 0, "flat": 0}
+    # The next tile's four copies (1 KiB a wave each) issue before vmcnt(4), which retires
+    # this tile's four (issued one iteration earlier) and leaves them in flight at both MFMAs.
+    assert loop["in_flight_bytes_at_mfma"] == [4096, 4096]
+    # Two stages of A (2 KiB) and B (2 KiB): 8 KiB a program. Registers allow 8 waves a SIMD,
+    # 32 one-wave programs a CU, whose 256 KiB exceed the CU's 160 KiB: LDS holds 20.
+    assert ring["lds_bytes"] == 8192 and ring["programs_registers"] == 32
+    assert ring["lds_bytes_per_cu"] == 32 * 8192 and not ring["lds_fits"]
+    assert ring["programs_lds"] == 20 and ring["resident_programs"] == 20 and ring["occupancy"] == 5
+    assert ring["in_flight_bytes_per_cu"] == 20 * 4096
+    # The same ring read by plain shared-memory loads: the one listing differs in one wait,
+    # vmcnt(0) where it was vmcnt(4) (LLVM orders an LDS read after every LDS-destination
+    # load in flight), so nothing is in flight at the MFMAs.
+    plain = small_cases["gluon_ring_plain_reads"]["loop"]
+    assert plain["per_wave_iteration"] == loop["per_wave_iteration"]
+    assert plain["in_flight_bytes_at_mfma"] == [0, 0]
 
 
 def test_hand_checked_loads_in_flight(small_cases):
@@ -239,19 +341,136 @@ def test_hand_checked_loads_in_flight(small_cases):
     assert two["resident_programs"] == 32 and two["in_flight_bytes_per_cu"] == 32 * 4096
 
 
-def test_render_writes_the_table_between_the_markers(report, tmp_path):
+def test_render_writes_the_tables_between_the_markers(report, tmp_path):
     rep, folder = report
-    readme = folder / "README.md"
-    readme.write_text("before\n<!-- gfx950:begin -->\nOLD TABLE\n<!-- gfx950:end -->\nafter\n")
-    out = _run([REPORT, "render", folder / "report.json", "--readme", readme], tmp_path / "cache")
-    text = readme.read_text()
+    doc = folder / "docs" / "gfx950.md"
+    doc.parent.mkdir(exist_ok=True)
+    doc.write_text("before\n<!-- gfx950:begin -->\nOLD TABLE\n<!-- gfx950:end -->\nafter\n")
+    out = _run([REPORT, "render", folder / "report.json", "--markdown", doc], tmp_path / "cache")
+    text = doc.read_text()
     inside = text[text.index("<!-- gfx950:begin -->"):text.index("<!-- gfx950:end -->")]
     assert text.startswith("before\n") and text.endswith("<!-- gfx950:end -->\nafter\n") and "OLD TABLE" not in inside
-    assert "From `report.json`:" in inside and "STATIC BOUND" in inside
+    assert "From `../report.json`:" in inside and "STATIC BOUND" in inside
     for row in rep["shapes"]:
-        assert f"| {row['batch']} | {row['kv_len']} | {row['format']} | `{row['kernel']}` |" in inside
+        assert f"| {row['batch']} | {row['kv_len']} | {row['format']} | {row['language']} | `{row['kernel']}` |" \
+            in inside
         assert f"{row['issue_us']:.1f} | {row['issue_x_hbm']:.2f} |" in inside
-    assert out.strip() in inside
+    for kernel in rep["kernels"]:
+        assert f"| `{kernel['name']}` | {kernel['language']} |" in inside
+    # the terminal gets the short summary, the same as the report's own run printed
+    assert out.splitlines()[:-1] == (folder / "summary.txt").read_text().splitlines()[:-1]
+    assert "STATIC BOUND" in out and len(out.splitlines()) <= 16 and "| batch |" not in out
+    # the report's own run wrote the same tables into its markdown file
+    written = (folder / "gfx950.md").read_text()
+    assert inside.split("\n", 3)[3] in written
+
+
+def test_markdown_needs_its_markers(report, tmp_path):
+    _, folder = report
+    doc = tmp_path / "gfx950.md"
+    doc.write_text("no markers here\n")
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    proc = subprocess.run([sys.executable, str(REPORT), "render", str(folder / "report.json"), "--markdown", str(doc)],
+                          env=env, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert proc.returncode != 0 and "lacks the markers" in proc.stderr
+    assert doc.read_text() == "no markers here\n"
+
+
+ISSUE_21_TARGETS = {"fp8": {"issue_x_hbm": 0.10, "valu_x_hbm": 0.15, "mfma_x_hbm": 0.15},
+                    "mxfp4": {"issue_x_hbm": 0.25, "valu_x_hbm": 0.45, "mfma_x_hbm": 0.30}}
+
+
+def test_targets_of_the_first_offered_launch(report):
+    # Issue 21 item 3, at each format's first-offered launch: the loop's costs against the
+    # HBM time, loads in flight >= 48 KiB a CU, LDS within 160 KiB a CU, no spill at the
+    # large shapes; at the small ones CUs occupied and instructions outside the loop no
+    # worse than the Triton wave form's launch.
+    rep, _ = report
+    kernels = {k["name"]: k for k in rep["kernels"]}
+    for row in rep["shapes"]:
+        shape, targets = (row["batch"], row["kv_len"]), row["targets"]
+        if shape in {(32, 8192), (64, 8192), (256, 1024), (256, 8192)}:
+            expected = {name: (row[name], limit, "<=") for name, limit in ISSUE_21_TARGETS[row["format"]].items()}
+            expected["in_flight_bytes_per_cu"] = (row["in_flight_bytes_per_cu"], 48 * 1024, ">=")
+            expected["lds_bytes_per_cu"] = (kernels[row["kernel"]]["lds_bytes_per_cu"], 160 * 1024, "<=")
+            spills = [k for k in rep["kernels"] if any(
+                o["rank"] == 0 and o["route"] == f"triton_{row['format']}" and (o["batch"], o["kv_len"]) == shape
+                for o in k["offered"])]
+            expected["spills"] = (sum(k["vgpr_spill"] + k["sgpr_spill"] for k in spills), 0, "<=")
+        else:
+            base = row["baseline"]
+            launch = submission.triton_launch_candidates(row["format"], *shape, 256, "gfx950",
+                                                         {"fp8": "e4m3_waves", "mxfp4": "waves"}[row["format"]])[0]
+            assert base["launch"] == dataclasses.asdict(launch)
+            assert base["cus_used"] == min(256, launch.num_splits * row["batch"])
+            outside = row["outside_loop_instructions"] + row["combine_instructions"]
+            expected = {"cus_used": (row["cus_used"], base["cus_used"], ">="),
+                        "outside_loop_instructions": (outside, base["outside_loop_instructions"]
+                                                      + base["combine_instructions"], "<=")}
+        assert set(targets) == set(expected), shape
+        for name, (value, limit, relation) in expected.items():
+            met = value <= limit if relation == "<=" else value >= limit
+            assert targets[name] == {"value": value, "limit": limit, "relation": relation, "met": met}, (shape, name)
+
+
+# --- issue 22 item 3: KV and its scales are read by buffer loads in every main loop --------
+# A decode kernel's main loop reads nothing but KV and its scales. Where a form reads them
+# otherwise, it is named here with the loads it has and why: the test then checks exactly
+# those, so a change either way shows.
+UNCHECKED_LOOP_LOADS = {
+    # _attend_mxfp4_waves reads V's and the rope dims' codes as 4-byte words through a
+    # pointer cast (row_codes.to(tl.pointer_type(tl.uint32))), which hides the KV base from
+    # Triton's buffer-load conversion: 1 (rope) + 8 (V chunks) global_load_dwordx4 a
+    # wave-iteration. Its codes for Q.K^T and every scale are buffer loads.
+    "mxfp4_waves_cvt": ["global_load_dwordx4"] * 9,
+}
+
+
+def _kv_form(kernel: dict) -> str:
+    return kernel["launch"]["constexprs"].get("KV_FORM") or kernel["kernel"]
+
+
+def assert_kv_read_by_buffer_loads(form: str, unchecked_loads: list, loads: dict) -> None:
+    """A main loop's loads not made through a buffer resource (amdgcn.unchecked_loads, as
+    listing lines) are exactly the ones named for its form (none for most), and it reads
+    through buffers at all."""
+    unchecked = [line.split()[0] for line in unchecked_loads]
+    assert unchecked == UNCHECKED_LOOP_LOADS.get(form, []), f"{form}: unchecked loads {unchecked_loads}"
+    assert loads["buffer"] + loads["buffer_to_lds"] > 0, f"{form}: no buffer load in the loop"
+
+
+def test_kv_is_read_by_buffer_loads_in_every_main_loop(report):
+    rep, folder = report
+    decode_kernels = [k for k in rep["kernels"] if k["loop"] is not None]
+    assert decode_kernels
+    seen_forms = set()
+    for kernel in decode_kernels:
+        loop = amdgcn.main_loop((folder / "asm" / f"{kernel['name']}.amdgcn").read_text())
+        seen_forms.add(_kv_form(kernel))
+        assert_kv_read_by_buffer_loads(_kv_form(kernel), amdgcn.unchecked_loads(loop), amdgcn.load_kinds(loop))
+    assert set(UNCHECKED_LOOP_LOADS) <= seen_forms, "an expectation names a form no longer compiled"
+
+
+def test_the_buffer_load_check_fails_on_unchecked_reads(small_cases):
+    # The same check on kernels that read a tile through global_load: a pointer cast (as
+    # the MXFP4 waves form does), and a tensor of 2 GiB or more (no tt.pointer_range 32).
+    # Their plain twins ("f16", and the Gluon ring's copies to LDS) pass it.
+    for wrong in ("pointer_cast", "b_over_2_gib"):
+        loop = small_cases[wrong]["loop"]
+        with pytest.raises(AssertionError, match="unchecked loads .*global_load"):
+            assert_kv_read_by_buffer_loads(wrong, loop["unchecked_loads"], loop["loads"])
+    for right in ("f16", "f16_two_stages", "gluon_ring", "gluon_ring_plain_reads"):
+        loop = small_cases[right]["loop"]
+        assert_kv_read_by_buffer_loads(right, loop["unchecked_loads"], loop["loads"])
+
+
+def test_a_gathered_read_under_2_gib_is_a_buffer_load(small_cases):
+    # What the buffer-load conversion of Triton 3.6 needs on gfx950: with tt.pointer_range
+    # 32 (a tensor under 2 GiB) and the base and offsets in plain sight, even rows gathered
+    # through unbounded row numbers read from memory become buffer loads, whose range the
+    # hardware checks (what a pointer cast or a 2 GiB tensor loses, above).
+    loop = small_cases["gathered_rows"]["loop"]
+    assert loop["unchecked_loads"] == [] and loop["loads"]["buffer"] == 5
 
 
 # --- the rules of bench/amdgcn.py on text --------------------------------------------------

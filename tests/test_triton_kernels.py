@@ -444,9 +444,12 @@ def test_launch_candidates():
             assert cands[0] == L(*best, stages, form=form), (fmt, batch, length)
             # the one-launch form of the first candidate is timed too, wherever it splits
             assert (L(*best, stages, True, form=form) in cands) == (best[0] > 1)
-            # and the CDNA4 form at the leading split count
+            # and the CDNA4 form at the leading split count, then the Gluon form where it runs
             other = [c for c in cands if c.form != form]
-            assert len(other) == 1 and other[0].num_splits == best[0] and other[0].waves_per_eu == 0
+            extra = ["e4m3_waves" if fmt == "fp8" else "waves"]
+            extra += ["gluon"] if sub.gluon_forms_here("sm_90") else []
+            assert [c.form for c in other] == extra
+            assert all(c.num_splits == best[0] and c.waves_per_eu == 0 for c in other)
         for batch, length in ((1, 1), (3, 300), (1000, 50), (4, 1 << 20)):
             cands = sub.triton_launch_candidates(fmt, batch, length, 132)
             assert cands and len(cands) <= 7 and len(set(cands)) == len(cands)
@@ -458,15 +461,24 @@ def test_launch_candidates():
 
 
 def test_launch_candidates_on_gfx950():
-    """The MI355X gets only the CDNA4 forms (the others run at one wave a SIMD there, see
-    bench/gfx950_report.py), with the AMD occupancy hint. Its splits are the fewest that
-    give each of the 256 CUs a program, at least one tile a split; twice as many follow."""
+    """The MI355X gets the Gluon form first where Gluon imports (fp8, MXFP4), then only the CDNA4
+    Triton forms (the others run at one wave a SIMD there, see bench/gfx950_report.py),
+    with the AMD occupancy hint. Its splits are the fewest that give each of the 256 CUs a
+    program, at least one tile a split; twice as many follow."""
+    gluon_first = sub.gluon_forms_here("gfx950")
     for fmt, form in (("fp8", "e4m3_waves"), ("mxfp4", "waves")):
         for (batch, length) in MEASURED_BEST:
             cands = sub.triton_launch_candidates(fmt, batch, length, 256, "gfx950")
-            assert {c.form for c in cands} == {form} and all(c.waves_per_eu >= 2 for c in cands)
-            # gfx950's convert instruction for the MXFP4 form there, and nowhere else
-            assert all(c.hw_convert == (fmt == "mxfp4") for c in cands)
+            lead = "gluon" if gluon_first else form
+            assert cands[0].form == lead and {c.form for c in cands} == {lead, form}
+            assert all(c.waves_per_eu >= 2 for c in cands if c.form == form)
+            gluon_waves_per_eu = sub._FORM_TILES[(fmt, "gluon")][0][3]
+            assert all(c.gluon_arch == "cdna4" and c.waves_per_eu == gluon_waves_per_eu
+                       for c in cands if c.form == "gluon")
+            cands = [c for c in cands if c.form == lead]  # the leading form's splits, below
+            # gfx950's convert instruction for the MXFP4 waves form there, and nowhere else
+            # (the Gluon form writes its own)
+            assert all(c.hw_convert == (c.form == "waves") for c in cands)
             assert not any(c.hw_convert for c in sub.triton_launch_candidates(fmt, batch, length, 132, "sm_90"))
             first = cands[0]
             tiles_a_split = length // first.num_splits // first.block_n

@@ -1,0 +1,233 @@
+"""The Gluon decode kernels, fp8 and MXFP4 (submission.py, section "Gluon kernels").
+
+Gluon compiles for a GPU only: it runs neither under TRITON_INTERPRET=1 (it asks for a GPU
+driver) nor on a CPU. On a CPU these tests check that the form is refused there, by a
+ValueError that says why, before any launch, and that submission.py still imports under
+the interpreter. On an NVIDIA GPU (sm_80+: the Gluon twin, ampere copies and mma_v2) or an
+MI355X (the cdna4 kernel) the form runs against exact attention on small odd shapes; its
+numerics are the e4m3_waves form's (e4m3 Q per head, P * 2^8 in e4m3), so the bounds are
+test_triton_kernels' for that form. The MXFP4 form rounds only P (to bf16, for P.V) before
+the output: its bound is that rounding's (bf16_p_bound), over Q rounded to e4m3 on gfx950. (The CPU compile for gfx950 and sm_90 is tested with
+the static report.)
+"""
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+import submission as sub
+from conftest import DEVICE, HAS_GPU, REPO_ROOT, cpu_only
+from test_triton_kernels import (SM_SCALE, assert_close, assert_e4m3_p_close, attention_ref, dequant_mxfp4,
+                                 make_fp8, make_indptr, make_mxfp4, q_e4m3)
+
+ARCH = sub._device_sms_and_arch(DEVICE)[1]
+needs_gluon_gpu = pytest.mark.skipif(
+    not sub.gluon_forms_here(ARCH),
+    reason="needs an NVIDIA GPU (sm_80+) for the Gluon twin, or an MI355X (gfx950), with Gluon importable")
+
+
+def run_in_fresh_python(code: str, **env) -> subprocess.CompletedProcess:
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("MLA_") and k != "TRITON_INTERPRET"}
+    environment.update(env)
+    return subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, env=environment, capture_output=True,
+                          text=True, timeout=300)
+
+
+def test_the_interpreter_imports_submission_and_refuses_the_gluon_form():
+    """Under TRITON_INTERPRET=1 submission.py imports, offers no Gluon form, and forcing
+    one (MLA_ROUTE=triton_fp8:gluon, triton_mxfp4:gluon) is refused with a message naming
+    the interpreter."""
+    code = (
+        "import os, torch, submission as sub\n"
+        "from reference import generate_input\n"
+        "assert not sub.gluon_forms_here('sm_90') and not sub.gluon_forms_here('gfx950')\n"
+        "for fmt in ('fp8', 'mxfp4'):\n"
+        "    assert all(c.form != 'gluon' for c in sub.triton_launch_candidates(fmt, 4, 1024, 256, 'gfx950'))\n"
+        "data = generate_input(batchsize=2, qseqlen=1, kvseqlen=64, seed=5)\n"
+        "for route in ('triton_fp8:gluon', 'triton_mxfp4:gluon'):\n"
+        "    os.environ['MLA_ROUTE'] = route\n"
+        "    sub.reset_plans()\n"
+        "    try:\n"
+        "        sub.custom_kernel(data)\n"
+        "    except ValueError as error:\n"
+        "        print(route, 'refused:', error)\n")
+    proc = run_in_fresh_python(code, TRITON_INTERPRET="1", CUDA_VISIBLE_DEVICES="-1", HIP_VISIBLE_DEVICES="-1")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    for route in ("triton_fp8:gluon", "triton_mxfp4:gluon"):
+        refusal = next((line for line in proc.stdout.splitlines() if line.startswith(route + " refused:")), "")
+        assert "TRITON_INTERPRET=1" in refusal, proc.stdout + proc.stderr[-2000:]
+
+
+@cpu_only("a CPU has no GPU for Gluon")
+def test_the_gluon_form_is_refused_without_a_gpu(monkeypatch):
+    assert not sub.gluon_forms_here("")
+    for kv_format in ("fp8", "mxfp4"):
+        with pytest.raises(ValueError, match="no GPU"):
+            sub.triton_launch_candidates(kv_format, 4, 1024, 1, "", form="gluon")
+    launch = sub._launch(1, sub._FORM_TILES[("mxfp4", "gluon")][0], "gluon", "sm_90")
+    buf, scales = make_mxfp4(4, 127, 127)
+    if sub.GLUON_AVAILABLE:
+        with pytest.raises(ValueError, match="no GPU"):
+            sub.triton_mxfp4_decode(torch.zeros(1, 16, 576, dtype=torch.bfloat16), buf, scales,
+                                    *make_indptr([4]), SM_SCALE, torch.empty(1, 16, 512, dtype=torch.bfloat16),
+                                    sub.make_triton_scratch(1, launch, "cpu"), launch)
+    # and on a CPU tensor even where a launch was built for a GPU
+    launch = sub._launch(1, sub._FORM_TILES[("fp8", "gluon")][0], "gluon", "sm_90")
+    q = torch.zeros(1, 16, 576, dtype=torch.bfloat16)
+    buf, scale, _ = make_fp8(4, torch.Generator().manual_seed(1))
+    scratch = sub.make_triton_scratch(1, launch, "cpu")
+    if sub.GLUON_AVAILABLE:
+        with pytest.raises(ValueError, match="no GPU"):
+            sub.decode_tails(q, buf, scale, "fp8", SM_SCALE, scratch, launch)
+
+
+def test_gluon_launches_split_a_tile_among_64_thread_groups():
+    """The same tile is 4 waves on gfx950 and 8 warps on NVIDIA: 4 groups of 64 threads,
+    each owning 32 rows; the ring's depth is the tile's num_stages."""
+    for arch, warps in (("gfx950", 4), ("sm_90", 8), ("sm_80", 8)):
+        for kv_format in ("fp8", "mxfp4"):
+            launch = sub._launch(2, sub._FORM_TILES[(kv_format, "gluon")][0], "gluon", arch)
+            assert launch.num_warps == warps and launch.num_stages >= 2
+            assert sub._wave_groups(f"{kv_format}_gluon", launch) == 4
+    assert sub.gluon_arch("sm_75") == "" and sub.gluon_arch("gfx942") == ""
+
+
+def gluon_launch(splits: int, in_kernel: bool):
+    launch = sub._launch(splits, sub._FORM_TILES[("fp8", "gluon")][0], "gluon", ARCH)
+    return sub.dataclasses.replace(launch, combine_in_kernel=in_kernel)
+
+
+BLOCK_N = sub._FORM_TILES[("fp8", "gluon")][0][0]
+# (lengths, splits, in-kernel combine): one token, a tile less one, a tile and one, a split
+# ending exactly on a tile, ragged lengths with an empty sequence, several tiles a split
+# (the ring wraps), both merges of the splits.
+GPU_CASES = [([1], 1, False), ([31], 1, False), ([BLOCK_N + 1], 1, False), ([2 * BLOCK_N], 2, False),
+             ([2 * BLOCK_N], 2, True), ([300, 0, 1, BLOCK_N + 1], 3, True), ([5 * BLOCK_N + 7, 31], 2, False),
+             ([700, 3, 0, 129], 4, True)]
+
+
+@needs_gluon_gpu
+@pytest.mark.parametrize("lengths,splits,in_kernel", GPU_CASES)
+def test_gluon_fp8_form_matches_fp64_attention_on_e4m3_q(lengths, splits, in_kernel):
+    gen = torch.Generator().manual_seed(sum(lengths) + splits)
+    qo, kv_indptr = make_indptr(lengths)
+    buf, scale, kv = make_fp8(int(kv_indptr[-1]), gen)
+    q = torch.randn(len(lengths), 16, 576, generator=gen).bfloat16()
+    launch = gluon_launch(splits, in_kernel)
+    out = torch.full((q.shape[0], 16, 512), float("nan"), dtype=torch.bfloat16, device=DEVICE)
+    scratch = sub.make_triton_scratch(q.shape[0], launch, DEVICE)
+    sub.triton_fp8_decode(q.to(DEVICE), buf.to(DEVICE), scale.to(DEVICE), qo.to(DEVICE), kv_indptr.to(DEVICE),
+                          SM_SCALE, out, scratch, launch)
+    assert (scratch.counters == 0).all(), "the in-kernel combine must reset its counters for the next call"
+    assert_e4m3_p_close(out.cpu(), q, kv, qo, kv_indptr)
+    assert (out[torch.tensor(lengths, device=DEVICE) == 0] == 0).all()
+
+
+@needs_gluon_gpu
+def test_gluon_fp8_form_is_exact_where_p_is():
+    """Every score equal (Q zero on the nope dims, one rope row for all tokens): P is 1,
+    exact in e4m3, so the output is the mean of V: a wrong row, column or scale shows."""
+    gen = torch.Generator().manual_seed(29)
+    lengths = [5, 70, 2 * BLOCK_N + 3]
+    qo, kv_indptr = make_indptr(lengths)
+    buf, scale, kv = make_fp8(int(kv_indptr[-1]), gen)
+    buf[:, :, 512:] = buf[0, :, 512:]
+    kv[:, 512:] = kv[0, 512:]
+    q = torch.randn(3, 16, 576, generator=gen)
+    q[:, :, :512] = 0
+    q = q.bfloat16()
+    out = torch.empty((3, 16, 512), dtype=torch.bfloat16, device=DEVICE)
+    launch = gluon_launch(2, False)
+    sub.triton_fp8_decode(q.to(DEVICE), buf.to(DEVICE), scale.to(DEVICE), qo.to(DEVICE), kv_indptr.to(DEVICE),
+                          SM_SCALE, out, sub.make_triton_scratch(3, launch, DEVICE), launch)
+    assert_close(out.cpu(), attention_ref(q, kv, qo, kv_indptr))
+
+
+@pytest.mark.skipif(not HAS_GPU, reason="needs an NVIDIA or AMD GPU")
+@pytest.mark.parametrize("route", ["triton_fp8:gluon", "triton_mxfp4:gluon"])
+def test_forcing_the_gluon_form_serves_or_says_why(monkeypatch, route):
+    """MLA_ROUTE=triton_fp8:gluon / triton_mxfp4:gluon: where Gluon runs, the plan serves
+    it; elsewhere a ValueError names the reason (no launch happens)."""
+    from reference import generate_input
+    monkeypatch.setenv("MLA_ROUTE", route)
+    sub.reset_plans()
+    data = generate_input(batchsize=2, qseqlen=1, kvseqlen=300, seed=7)
+    try:
+        if sub.gluon_forms_here(ARCH):
+            sub.custom_kernel(data)
+            assert "form=gluon" in sub.describe_route(data)
+        else:
+            with pytest.raises(ValueError, match="Gluon"):
+                sub.custom_kernel(data)
+    finally:
+        sub.reset_plans()
+
+
+def test_gluon_mxfp4_refuses_rows_not_16_byte_aligned():
+    """The MXFP4 Gluon form copies rows 16 bytes a thread: a row stride or a start address
+    that is not a multiple of 16 is refused by name (the bf16 form takes the same bytes)."""
+    scales = torch.zeros((3, 18), dtype=torch.uint8)
+    launch = sub.TritonLaunch(1, 128, 4, 2, form="gluon")
+    wide = torch.zeros((3, 292), dtype=torch.uint8)
+    for buf in (wide[:, :288], wide.view(-1)[4:4 + 3 * 288].view(3, 288)):
+        with pytest.raises(ValueError, match="16-byte aligned"):
+            sub.triton_kv_operands({"mxfp4": (buf, scales)}, "mxfp4", launch)
+    aligned = torch.zeros((3, 288), dtype=torch.uint8)
+    assert sub.triton_kv_operands({"mxfp4": (aligned, scales)}, "mxfp4", launch)[0] is aligned
+
+
+def mxfp4_gluon_launch(splits: int, in_kernel: bool):
+    launch = sub._launch(splits, sub._FORM_TILES[("mxfp4", "gluon")][0], "gluon", ARCH)
+    return sub.dataclasses.replace(launch, combine_in_kernel=in_kernel)
+
+
+MXFP4_BLOCK_N = sub._FORM_TILES[("mxfp4", "gluon")][0][0]
+# (lengths, splits, in-kernel combine, padded scales): one token, a tile less one, a tile and
+# one, a split ending exactly on a tile, ragged lengths with an empty sequence, several
+# tiles a split (the ring wraps), both merges, trimmed and padded (row stride 24) scales.
+MXFP4_GPU_CASES = [([1], 1, False, False), ([31], 1, False, True), ([MXFP4_BLOCK_N + 1], 1, False, False),
+                   ([2 * MXFP4_BLOCK_N], 2, False, True), ([2 * MXFP4_BLOCK_N], 2, True, False),
+                   ([300, 0, 1, MXFP4_BLOCK_N + 1], 3, True, True), ([5 * MXFP4_BLOCK_N + 7, 31], 2, False, False),
+                   ([700, 3, 0, 129], 4, True, True)]
+
+
+def bf16_p_bound(q, kv, qo, kv_indptr):
+    """The largest output change from rounding P to bf16 for P.V (relative 2^-9 each, the
+    sum l taken before rounding): 2^-9 x sum_j p_j |v_j| / l per element, with exact
+    attention's own weights; twice that as the bound."""
+    bound = torch.zeros(q.shape[0], 16, 512, dtype=torch.float64)
+    for b in range(len(kv_indptr) - 1):
+        start, end = int(kv_indptr[b]), int(kv_indptr[b + 1])
+        if start < end:
+            p = torch.softmax((q[int(qo[b])].double() @ kv[start:end].T) * SM_SCALE, dim=-1)
+            bound[int(qo[b])] = 2.0 ** -8 * (p @ kv[start:end, :512].abs())
+    return bound
+
+
+@needs_gluon_gpu
+@pytest.mark.parametrize("lengths,splits,in_kernel,padded", MXFP4_GPU_CASES)
+def test_gluon_mxfp4_form_matches_fp64_attention(lengths, splits, in_kernel, padded):
+    """Against exact attention over the same MXFP4 cache, within P's bf16 rounding (the
+    only rounding before the output's: on NVIDIA Q is bf16 and K, V decode exactly; on
+    gfx950 the reference takes Q rounded to e4m3 as its scaled MFMA does), and a relative
+    RMS error under 2^-8 (a half-scaled output is 50% off)."""
+    gen = torch.Generator().manual_seed(sum(lengths) + splits)
+    qo, kv_indptr = make_indptr(lengths)
+    buf, scales = make_mxfp4(int(kv_indptr[-1]), 122, 130, padded=padded, gen=gen)
+    q = torch.randn(len(lengths), 16, 576, generator=gen).bfloat16()
+    launch = mxfp4_gluon_launch(splits, in_kernel)
+    out = torch.full((q.shape[0], 16, 512), float("nan"), dtype=torch.bfloat16, device=DEVICE)
+    scratch = sub.make_triton_scratch(q.shape[0], launch, DEVICE)
+    sub.triton_mxfp4_decode(q.to(DEVICE), buf.to(DEVICE), scales.to(DEVICE), qo.to(DEVICE), kv_indptr.to(DEVICE),
+                            SM_SCALE, out, scratch, launch)
+    assert (scratch.counters == 0).all(), "the in-kernel combine must reset its counters for the next call"
+    q_seen = q_e4m3(q, 512) if launch.gluon_arch == "cdna4" else q
+    kv = dequant_mxfp4(buf, scales)
+    ref = attention_ref(q_seen, kv, qo, kv_indptr)
+    assert_close(out.cpu(), ref, bf16_p_bound(q_seen, kv, qo, kv_indptr))
+    written = ref.abs().sum((1, 2)) > 0
+    relative_rms = ((out.cpu().double() - ref)[written].pow(2).mean() / ref[written].pow(2).mean()).sqrt().item()
+    assert relative_rms <= 2.0 ** -8, relative_rms
+    assert (out[torch.tensor(lengths, device=DEVICE) == 0] == 0).all()
