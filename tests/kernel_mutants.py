@@ -27,6 +27,12 @@ ROW_CLAMP_REMOVED = (
     # mxfp4 bf16 (_attend_mxfp4_bf16): its loads are masked by row, not clamped
     ("= _load_mxfp4_blocks(kv_ptr, sc_ptr, rows, row_ok, stride_kv",
      "= _load_mxfp4_blocks(kv_ptr, sc_ptr, rows, rows <= hi, stride_kv", 2),
+    # Gluon fp8 and MXFP4 (_gluon_copy_tile): the ring's copies
+    ("last_row = gl.maximum(hi - 1 - first, 0) * stride_kv",
+     "last_row = gl.maximum(hi - first, 0) * stride_kv", 1),
+    # Gluon MXFP4 (_gluon_scale_bytes): the scale reads
+    ("offsets = gl.minimum(rows, hi - 1 - base_row) * stride_sr",
+     "offsets = gl.minimum(rows, hi - base_row) * stride_sr", 1),
 )
 
 
@@ -34,10 +40,12 @@ ROW_CLAMP_REMOVED = (
 # past the output tensor (and every sequence's row on the next one's).
 OUTPUT_ROW_SHIFTED = (
     # the decode kernel, one split or the in-kernel combine
-    ("_store_rows(out_ptr, q_row, stride_o_tok", "_store_rows(out_ptr, q_row + 1, stride_o_tok", 2),
+    (" _store_rows(out_ptr, q_row, stride_o_tok", " _store_rows(out_ptr, q_row + 1, stride_o_tok", 2),
     # the combine kernel
     ("tl.store(out_ptr + q_row.to(tl.int64) * stride_o_tok",
      "tl.store(out_ptr + (q_row + 1).to(tl.int64) * stride_o_tok", 1),
+    # the Gluon decode kernel, one split or the in-kernel combine
+    ("_gluon_store_rows(out_ptr, q_row, stride_o_tok", "_gluon_store_rows(out_ptr, q_row + 1, stride_o_tok", 2),
 )
 
 MUTATIONS = {"row_clamp_cut_by_one_row": ROW_CLAMP_REMOVED, "output_row_shifted_by_one": OUTPUT_ROW_SHIFTED}

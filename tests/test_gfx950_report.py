@@ -156,14 +156,22 @@ def test_every_offered_launch_is_compiled(report):
                 assert len(decode) == 1, (kv_format, batch, kv_len, launch, kernels)
                 needs_combine = launch.num_splits > 1 and not launch.combine_in_kernel
                 assert ("_combine_splits_kernel" in kernels) == needs_combine, (kv_format, batch, kv_len, launch)
-    # the aiter route's Triton launches, at every split count: a8w8 the Q quantizer's two,
-    # a16w8 the length check
-    quantizer = {"_q_abs_max_partials_checked_kernel", "_q_fp8_quantize_kernel"}
-    for batch, kv_len in SHAPES:
-        ranks = len(submission.AITER_KV_SPLIT_CANDIDATES)
-        for rank in range(2 * ranks):
-            expected = quantizer if rank < ranks else {"_kv_lengths_check_kernel"}
-            assert offered.get(("aiter_fp8", batch, kv_len, rank)) == expected, (batch, kv_len, rank)
+    # the aiter route's Triton launches, for each metadata variant at every split count:
+    # a8w8 the Q quantizer's two (the first with the variant's guard), a16w8 the guard alone
+    ranks = len(submission.AITER_KV_SPLIT_CANDIDATES)
+    rank = 0
+    for variant in submission.AITER_RUNNERS.values():
+        for q_in_fp8 in (True, False):
+            if q_in_fp8:
+                expected = {variant.Q_GUARD_KERNEL.fn.__name__, "_q_fp8_quantize_kernel"}
+            else:
+                expected = {variant.KV_SCALE_GUARD_KERNEL.fn.__name__}
+            for _ in range(ranks):
+                for batch, kv_len in SHAPES:
+                    assert offered.get(("aiter_fp8", batch, kv_len, rank)) == expected, (batch, kv_len, rank)
+                rank += 1
+    assert {k for k in offered if k[0] == "aiter_fp8"} == {("aiter_fp8", b, n, r) for b, n in SHAPES
+                                                          for r in range(rank)}
 
 
 def test_gluon_launches_are_compiled_as_gluon(report):

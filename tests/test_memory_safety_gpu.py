@@ -11,7 +11,7 @@ float scratch start as NaN inside too, so an element left unwritten, or a partia
 before it is written, shows. The runner gets its output and scratch through TritonRunner's
 `out` and `scratch` arguments.
 Launches: for each format, every candidate triton_launch_candidates offers on this GPU,
-unforced and forced to each form of submission.KERNEL_FORMS, so a form added later is
+unforced and forced to each form that runs on this GPU (conftest.runnable_forms), so a form added later is
 covered as soon as it is offered here (gfx950's hw_convert launches on an MI355X alone).
 Inputs: the 8 benchmark shapes (bench/report.py, the harness's seeds) and the robustness
 inputs of bench/robustness_gpu.py at its GPU sizes: ragged lengths, padded MXFP4 scales,
@@ -38,7 +38,7 @@ import torch
 import reference
 import submission as sub
 from bench.report import BENCHMARK_SHAPES, SEEDS
-from conftest import DEVICE, HAS_GPU, needs_gpu
+from conftest import DEVICE, HAS_GPU, needs_gpu, runnable_forms
 from interpreter_worker import InterpreterWorker
 from kernel_mutants import MUTATIONS, load_mutant
 
@@ -126,7 +126,7 @@ def offered_launches(kv_format: str, shape) -> list:
     """Every launch offered on this device for shape, unforced and forced to each form."""
     units, arch = sub._device_sms_and_arch(shape.device)
     launches = []
-    for form in ("",) + sub.KERNEL_FORMS[kv_format]:
+    for form in ("",) + tuple(runnable_forms(kv_format)):
         for launch in sub.triton_launch_candidates(kv_format, shape.batch, shape.max_kv_len, units, arch, form):
             if launch not in launches:
                 launches.append(launch)
@@ -211,7 +211,7 @@ def _compiling_launches(units: int, arch: str) -> list:
     jobs, seen = [], set()
     for batch, longest in _input_shapes():
         for kv_format in ("fp8", "mxfp4"):
-            for form in ("",) + sub.KERNEL_FORMS[kv_format]:
+            for form in ("",) + tuple(runnable_forms(kv_format)):
                 for launch in sub.triton_launch_candidates(kv_format, batch, longest, units, arch, form):
                     separate_combine = launch.num_splits > 1 and not launch.combine_in_kernel
                     keys = {(kv_format, dataclasses.replace(launch, num_splits=min(launch.num_splits, 2))),
@@ -275,7 +275,8 @@ def _mutant_under_fences(directory: str, device: str, mutation: str) -> dict:
     units, arch = mutant._device_sms_and_arch(shape.device)
     found = {}
     for kv_format, forms in mutant.KERNEL_FORMS.items():
-        for form in forms:
+        # every form that runs here: a Gluon form on a GPU where Gluon runs, never interpreted
+        for form in (f for f in forms if f not in mutant._GLUON_FORMS or mutant.gluon_forms_here(arch)):
             launch = mutant.triton_launch_candidates(kv_format, shape.batch, shape.max_kv_len, units, arch, form)[0]
             out, problems = fenced_call(mutant, *fenced_input(data), kv_format, launch)
             if not bool(torch.isfinite(out).all()):
@@ -310,7 +311,7 @@ def test_the_fences_catch_every_form_of_a_deliberately_wrong_kernel(mutation, mu
         found = _mutant_under_fences(mutant_directory, str(DEVICE), mutation)
     else:
         found = _worker.run(_mutant_under_fences, mutant_directory, "cpu", mutation)
-    assert set(found) == {f"{fmt}:{form}" for fmt, forms in sub.KERNEL_FORMS.items() for form in forms}
+    assert set(found) == {f"{fmt}:{form}" for fmt in sub.KERNEL_FORMS for form in runnable_forms(fmt)}
     interpreted_fp8_misses = not HAS_GPU and mutation == "row_clamp_cut_by_one_row"
     expected = {form for form in found if not (interpreted_fp8_misses and form.startswith("fp8:"))}
     missed = [form for form in expected if not found[form]]
