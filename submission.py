@@ -314,6 +314,9 @@ def kernel_form(kv_format: str, launch) -> str:
     _check_form(kv_format, form)
     if launch.hw_convert and form not in _CONVERT_FORMS:
         raise ValueError(f"the {kv_format} form {form!r} has no convert-instruction variant")
+    if (form in _GLUON_FORMS) != bool(launch.gluon_arch):
+        raise ValueError(f"the {kv_format} form {form!r} with gluon_arch {launch.gluon_arch!r}: a Gluon form "
+                         "needs the Gluon architecture triton_launch_candidates gives it, a Triton form none")
     return f"{kv_format}_{form}" + ("_cvt" if launch.hw_convert else "")
 
 

@@ -16,6 +16,11 @@
 #   OUT=dir bash bench/h200_session.sh gluon     # the fp8 Gluon form's twin: forced, leaderboard
 #       # mode; its candidates verified and timed (MLA_DEBUG); the automatic choice; its
 #       # GPU robustness cases and tests
+#   OUT=dir bash bench/h200_session.sh suite     # tools/setup.sh, then the README's test
+#       # command's files in two groups: the timing-sensitive ones (the clocks, the autopick's
+#       # timed choices) alone, the rest over SUITE_WORKERS (default 8) pytest-xdist workers,
+#       # file by file, where pytest-xdist imports (else alone too): the whole suite inside
+#       # one device call's 10 minutes; a test that fails among the workers is run again alone
 #   OUT=dir bash bench/h200_session.sh verify    # errors against exact attention on the 8
 #       # benchmark inputs (bench/verify_errors.py); the Q quantizer's bit-exactness and
 #       # device time (bench/q_quant_time.py); the set-up's view of this GPU stack
@@ -121,6 +126,29 @@ gluon)
     protocol leaderboard /tmp/benchmarks.txt leaderboard_auto
     step "done"
     ;;
+suite)
+    step "tools/setup.sh"
+    bash tools/setup.sh > "$out/setup.log" 2>&1 || { tail -n 20 "$out/setup.log"; exit 1; }
+    alone=(tests/test_clock.py tests/test_autopick.py)
+    step "pytest ${alone[*]}"
+    python3 -m pytest -q "${alone[@]}" > "$out/pytest_alone.log" 2>&1 || status=1
+    tail -n 3 "$out/pytest_alone.log"
+    workers=()
+    python3 -c "import xdist" 2>/dev/null && workers=(-n "${SUITE_WORKERS:-8}" --dist loadfile)
+    step "pytest ${workers[*]} tests (but those)"
+    if ! python3 -m pytest -q "${workers[@]}" --durations=25 "${alone[@]/#/--ignore=}" tests \
+            > "$out/pytest_rest.log" 2>&1; then
+        status=1
+        if [ ${#workers[@]} -gt 0 ]; then
+            step "pytest --last-failed (alone)"
+            python3 -m pytest -q --last-failed "${alone[@]/#/--ignore=}" tests > "$out/pytest_rerun.log" 2>&1 \
+                && echo "   the tests that failed among the workers pass alone"
+            tail -n 5 "$out/pytest_rerun.log"
+        fi
+    fi
+    tail -n 3 "$out/pytest_rest.log"
+    step "done"
+    ;;
 verify)
     step "bench/verify_errors.py"
     python3 bench/verify_errors.py --out "$out" > "$out/verify_errors.log" 2>&1 || status=1
@@ -135,7 +163,7 @@ verify)
     step "done"
     ;;
 *)
-    echo "usage: OUT=dir $0 harness|compare|routes|forms|gluon|verify" >&2
+    echo "usage: OUT=dir $0 harness|compare|routes|forms|gluon|suite|verify" >&2
     exit 2
     ;;
 esac

@@ -39,6 +39,14 @@ def runnable_forms(kv_format: str) -> list[str]:
             if form not in submission._GLUON_FORMS or submission.gluon_forms_here(arch)]
 
 
+def interpreted_forms(kv_format: str) -> tuple:
+    """The kernel forms of kv_format that Triton's interpreter runs: every Triton form. The
+    Gluon forms do not run under TRITON_INTERPRET=1 (Gluon asks for a GPU driver): their
+    NVIDIA twin runs on a GPU, and their gfx950 code is compiled on a CPU."""
+    import submission
+    return tuple(form for form in submission.KERNEL_FORMS[kv_format] if form not in submission._GLUON_FORMS)
+
+
 # A subprocess that must see no GPU (eval.py's protocol, run as on a CPU machine): CUDA
 # and ROCm builds of torch both read these.
 NO_GPU_ENV = {"CUDA_VISIBLE_DEVICES": "-1", "HIP_VISIBLE_DEVICES": "-1"}

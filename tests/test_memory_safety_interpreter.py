@@ -45,6 +45,7 @@ import torch
 
 import submission as sub
 from address_recorder import AddressCheck, AddressViolation
+from conftest import interpreted_forms
 from interpreter_worker import InterpreterWorker
 
 # (architecture, SMs or CUs) whose autopick candidates are checked: the H200, the MI355X.
@@ -116,14 +117,6 @@ def robustness_inputs() -> dict:
         "padded_scales": ragged_input([5, 40, 33], seed=14, device="cpu", ties="away", padded=True),
         "misaligned": (shifted(fresh[0]), moved, shifted(fresh[2]), shifted(fresh[3]), fresh[4]),
     }
-
-
-def interpreted_forms(kv_format: str) -> tuple:
-    """The kernel forms the interpreter runs: every Triton form. The Gluon forms do not run
-    under TRITON_INTERPRET=1 (Gluon asks for a GPU driver); their NVIDIA twin is fenced on
-    the GPU (tests/test_memory_safety_gpu.py) and their gfx950 code's KV reads are checked
-    to be buffer loads (tests/test_gfx950_report.py)."""
-    return tuple(form for form in sub.KERNEL_FORMS[kv_format] if form not in sub._GLUON_FORMS)
 
 
 def offered_launches(kv_format: str, shape) -> list:

@@ -35,6 +35,7 @@ import pytest
 import torch
 
 import submission as sub
+from conftest import interpreted_forms
 from interpreter_worker import InterpreterWorker
 
 E2M1_VALUES = torch.tensor([0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0], dtype=torch.float64)
@@ -324,7 +325,7 @@ def test_fp8_query_scaling_reaches_the_bf16_range():
                         kv_indptr)
 
 
-MXFP4_FORMS = sub.KERNEL_FORMS["mxfp4"]
+MXFP4_FORMS = interpreted_forms("mxfp4")  # these tests run the kernels under the interpreter
 
 
 def form_launch(splits, form):
