@@ -274,10 +274,8 @@ def _mxfp4_operands(kv_fp4, kv_scales, launch):
         # That form reads the codes as 4-byte words; an unaligned word load is not risked.
         raise ValueError("the mxfp4 form waves needs 4-byte aligned rows "
                          f"(address {kv_fp4.data_ptr():#x}, row stride {kv_fp4.stride(0)})")
-    if launch.form == "gluon" and (kv_fp4.data_ptr() % 16 or kv_fp4.stride(0) % 16):
-        # That form copies the rows 16 bytes a thread and reads them back as 4-byte words.
-        raise ValueError("the mxfp4 form gluon needs 16-byte aligned rows "
-                         f"(address {kv_fp4.data_ptr():#x}, row stride {kv_fp4.stride(0)})")
+    if launch.form in _GLUON_FORMS:
+        _check_gluon_rows(kv_fp4, "mxfp4", launch.form)
     return kv_fp4, kv_scales if kv_scales.dtype == torch.uint8 else kv_scales.view(torch.uint8)
 
 
@@ -286,20 +284,21 @@ def triton_kv_operands(kv_data, kv_format: str, launch) -> tuple:
     if kv_format == "mxfp4":
         return _mxfp4_operands(*kv_data["mxfp4"], launch)
     if launch.form in _GLUON_FORMS:
-        _check_gluon_rows(kv_data["fp8"][0], launch.form)
+        if kv_data["fp8"][0].dtype != torch.float8_e4m3fn:
+            raise ValueError(f"the fp8 form {launch.form} reads e4m3fn (OCP) bytes, not {kv_data['fp8'][0].dtype}")
+        _check_gluon_rows(kv_data["fp8"][0], "fp8", launch.form)
     return tuple(kv_data["fp8"])
 
 
-def _check_gluon_rows(kv, form: str) -> None:
-    # The Gluon forms copy 16 bytes of a row at a time and always read some row (checked
-    # on every call: a plan's later inputs may sit elsewhere).
-    if kv.dtype != torch.float8_e4m3fn:
-        raise ValueError(f"the fp8 form {form} reads e4m3fn (OCP) bytes, not {kv.dtype}")
+def _check_gluon_rows(kv, kv_format: str, form: str) -> None:
+    # The Gluon forms copy 16 bytes of a row at a time (MXFP4 reads them back as 4-byte
+    # words) and always read some row, row 0 at least, even for an empty split (checked on
+    # every call: a plan's later inputs may sit elsewhere).
     if kv.data_ptr() % 16 or kv.stride(0) % 16 or kv.stride(-1) != 1:
-        raise ValueError(f"the fp8 form {form} needs 16-byte aligned rows, contiguous "
+        raise ValueError(f"the {kv_format} form {form} needs 16-byte aligned rows, contiguous "
                          f"(address {kv.data_ptr():#x}, row stride {kv.stride(0)})")
     if kv.shape[0] == 0:
-        raise ValueError(f"the fp8 form {form} needs a KV buffer of at least one row")
+        raise ValueError(f"the {kv_format} form {form} needs a KV buffer of at least one row")
 
 
 def _check_form(kv_format: str, form: str) -> None:

@@ -178,6 +178,23 @@ def test_gluon_mxfp4_refuses_rows_not_16_byte_aligned():
     assert sub.triton_kv_operands({"mxfp4": (aligned, scales)}, "mxfp4", launch)[0] is aligned
 
 
+@pytest.mark.parametrize("kv_format", ["fp8", "mxfp4"])
+def test_gluon_forms_refuse_an_empty_kv_buffer(kv_format):
+    """The Gluon forms' copies always read a row, row 0 at least, even for an empty split:
+    a KV buffer of no rows is refused by name before any launch (on the H200 the MXFP4 form
+    once faulted on one: results/2026-12-01-h200-final-suite). Host logic, on the CPU."""
+    launch = sub.TritonLaunch(1, 128, 4, 2, form="gluon", gluon_arch="ampere")
+    if kv_format == "fp8":
+        kv_data = {"fp8": (torch.zeros((0, 1, 576), dtype=torch.float8_e4m3fn), torch.ones(1))}
+    else:
+        kv_data = {"mxfp4": (torch.zeros((0, 1, 288), dtype=torch.uint8), torch.zeros((0, 18), dtype=torch.uint8))}
+    with pytest.raises(ValueError, match=f"the {kv_format} form gluon needs a KV buffer of at least one row"):
+        sub.triton_kv_operands(kv_data, kv_format, launch)
+    one_row = {fmt: (buf[:0].new_zeros((1, *buf.shape[1:])), scale if scale.numel() == 1 else scale.new_zeros((1, 18)))
+               for fmt, (buf, scale) in kv_data.items()}
+    assert sub.triton_kv_operands(one_row, kv_format, launch)[0].shape[0] == 1
+
+
 def mxfp4_gluon_launch(splits: int, in_kernel: bool):
     launch = sub._launch(splits, sub._FORM_TILES[("mxfp4", "gluon")][0], "gluon", ARCH)
     return sub.dataclasses.replace(launch, combine_in_kernel=in_kernel)
