@@ -20,7 +20,7 @@ import torch
 import submission as sub
 from conftest import DEVICE, HAS_GPU, REPO_ROOT, cpu_only
 from test_triton_kernels import (SM_SCALE, assert_close, assert_e4m3_p_close, attention_ref, dequant_mxfp4,
-                                 make_fp8, make_indptr, make_mxfp4, q_e4m3)
+                                 equal_scores_fp8_input, make_fp8, make_indptr, make_mxfp4, q_e4m3)
 
 ARCH = sub._device_sms_and_arch(DEVICE)[1]
 needs_gluon_gpu = pytest.mark.skipif(
@@ -127,17 +127,9 @@ def test_gluon_fp8_form_matches_fp64_attention_on_e4m3_q(lengths, splits, in_ker
 
 @needs_gluon_gpu
 def test_gluon_fp8_form_is_exact_where_p_is():
-    """Every score equal (Q zero on the nope dims, one rope row for all tokens): P is 1,
-    exact in e4m3, so the output is the mean of V: a wrong row, column or scale shows."""
-    gen = torch.Generator().manual_seed(29)
-    lengths = [5, 70, 2 * BLOCK_N + 3]
-    qo, kv_indptr = make_indptr(lengths)
-    buf, scale, kv = make_fp8(int(kv_indptr[-1]), gen)
-    buf[:, :, 512:] = buf[0, :, 512:]
-    kv[:, 512:] = kv[0, 512:]
-    q = torch.randn(3, 16, 576, generator=gen)
-    q[:, :, :512] = 0
-    q = q.bfloat16()
+    """Every score equal (equal_scores_fp8_input): P is 1, exact in e4m3, so the output is
+    the mean of V: a wrong row, column or scale shows."""
+    q, buf, scale, kv, qo, kv_indptr = equal_scores_fp8_input([5, 70, 2 * BLOCK_N + 3])
     out = torch.empty((3, 16, 512), dtype=torch.bfloat16, device=DEVICE)
     launch = gluon_launch(2, False)
     sub.triton_fp8_decode(q.to(DEVICE), buf.to(DEVICE), scale.to(DEVICE), qo.to(DEVICE), kv_indptr.to(DEVICE),

@@ -241,19 +241,24 @@ def test_fp8_e4m3_waves_form_matches_fp64_attention_on_e4m3_q(lengths, launch):
     assert_e4m3_p_close(run_fp8(q, buf, scale, qo, kv_indptr, launch), q, kv, qo, kv_indptr)
 
 
-def test_fp8_e4m3_waves_form_is_exact_where_p_is():
-    """Q zero on the nope dims and one rope row for all tokens: every score is equal,
-    every P is 1 (exact in e4m3 after * 2^8), so the output is the mean of V to fp32
-    rounding: a wrong V row, column or scale shows at once."""
+def equal_scores_fp8_input(lengths):
+    """(q, buf, scale, kv, qo, kv_indptr) where every score is equal: Q zero on the nope
+    dims and one rope row for all tokens, so every P is 1 (exact in e4m3 after * 2^8) and
+    the output is the mean of V: a wrong V row, column or scale shows at once."""
     gen = torch.Generator().manual_seed(29)
-    lengths = [5, 70, 130]
     qo, kv_indptr = make_indptr(lengths)
     buf, scale, kv = make_fp8(int(kv_indptr[-1]), gen)
     buf[:, :, 512:] = buf[0, :, 512:]
     kv[:, 512:] = kv[0, 512:]
-    q = torch.randn(3, 16, 576, generator=gen)
+    q = torch.randn(len(lengths), 16, 576, generator=gen)
     q[:, :, :512] = 0
-    q = q.bfloat16()
+    return q.bfloat16(), buf, scale, kv, qo, kv_indptr
+
+
+def test_fp8_e4m3_waves_form_is_exact_where_p_is():
+    """Every score equal (equal_scores_fp8_input): the output is the mean of V to fp32
+    rounding."""
+    q, buf, scale, kv, qo, kv_indptr = equal_scores_fp8_input([5, 70, 130])
     ref = attention_ref(q, kv, qo, kv_indptr)
     assert torch.allclose(ref[1], kv[5:75, :512].mean(0).expand(16, 512), atol=1e-12)
     assert_close(run_fp8(q, buf, scale, qo, kv_indptr, L(3, 128, 4, 1, form="e4m3_waves")), ref)
