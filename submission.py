@@ -2273,6 +2273,12 @@ class TritonRoute:
         self.forms = KERNEL_FORMS[kv_format]  # MLA_ROUTE=triton_<format>:<form> offers that form alone
 
     def unavailable_reason(self, device: torch.device, form: str = "") -> str | None:
+        if form in _GLUON_FORMS:  # compiled on a GPU Gluon has an ARCH for, never interpreted
+            try:
+                check_gluon_here(_device_sms_and_arch(device)[1])
+            except ValueError as error:
+                return str(error)
+            return None
         if device.type == "cuda" or os.environ.get("TRITON_INTERPRET") == "1":   # as _runs_triton_here
             return None
         return ("Triton kernels run on a GPU; on a CPU only under TRITON_INTERPRET=1, which is "

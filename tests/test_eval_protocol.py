@@ -272,6 +272,19 @@ def test_a_forced_route_this_machine_cannot_serve_stops_before_any_case(run_eval
     assert "[1/2]" not in err and "check:" not in out
 
 
+@cpu_only("on a CPU no Gluon form can run, interpreted or not")
+@pytest.mark.parametrize("interpret,reason", [("0", "the Gluon forms run on gfx950 or NVIDIA sm_80+ GPUs"),
+                                              ("1", "Gluon kernels do not run under TRITON_INTERPRET=1")])
+def test_a_forced_gluon_form_stops_before_any_case_on_a_cpu(run_eval, cases_file, interpret, reason):
+    """TRITON_INTERPRET=1 serves the Triton forms on a CPU, never a Gluon one: eval.py says
+    so before any case instead of failing the first."""
+    rc, _, out, err = run_eval(["test", str(cases_file(SMALL_CASES))], REPO_ROOT / "submission.py",
+                               protocol=False, env={"MLA_ROUTE": "triton_fp8:gluon", "TRITON_INTERPRET": interpret})
+    assert rc == 2 and "Traceback" not in err, err
+    assert "eval.py: MLA_ROUTE='triton_fp8:gluon' cannot serve on this machine (no GPU): " in err and reason in err, err
+    assert "[1/2]" not in err and "check:" not in out
+
+
 def test_a_bad_reference_setting_is_named(run_eval, submission_file, cases_file):
     rc, _, _, err = run_eval(["test", str(cases_file(SMALL_CASES))], submission_file("correct"),
                              protocol=False, env={"MLA_CHECK_RULE": "loose"})
