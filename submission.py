@@ -1200,12 +1200,10 @@ if GLUON_AVAILABLE:
             # hardware's range check would drop a lane outside the buffer).
             gl_cdna4.async_copy.buffer_load_to_shared(nope_dst, base, nope)
             gl_cdna4.async_copy.buffer_load_to_shared(rope_dst, base, rope)
+            gl_cdna4.async_copy.commit_group()
         else:
             gl_ampere.async_copy.async_copy_global_to_shared(nope_dst, base + nope)
             gl_ampere.async_copy.async_copy_global_to_shared(rope_dst, base + rope)
-        if ARCH == "cdna4":
-            gl_cdna4.async_copy.commit_group()
-        else:
             gl_ampere.async_copy.commit_group()
 
     @gluon.jit
