@@ -94,9 +94,21 @@ def test_gluon_launches_split_a_tile_among_64_thread_groups():
     assert sub.gluon_arch("sm_75") == "" and sub.gluon_arch("gfx942") == ""
 
 
-def gluon_launch(splits: int, in_kernel: bool):
-    launch = sub._launch(splits, sub._FORM_TILES[("fp8", "gluon")][0], "gluon", ARCH)
+def gluon_launch(splits: int, in_kernel: bool, kv_format: str = "fp8"):
+    launch = sub._launch(splits, sub._FORM_TILES[(kv_format, "gluon")][0], "gluon", ARCH)
     return sub.dataclasses.replace(launch, combine_in_kernel=in_kernel)
+
+
+def run_gluon_decode(decode, q, buf, scale, qo, kv_indptr, launch):
+    """decode (submission.triton_fp8_decode or triton_mxfp4_decode) on the device under
+    test, into an output of NaN: the output on the CPU, after checking that the in-kernel
+    combine reset its counters."""
+    out = torch.full((q.shape[0], 16, 512), float("nan"), dtype=torch.bfloat16, device=DEVICE)
+    scratch = sub.make_triton_scratch(q.shape[0], launch, DEVICE)
+    decode(q.to(DEVICE), buf.to(DEVICE), scale.to(DEVICE), qo.to(DEVICE), kv_indptr.to(DEVICE), SM_SCALE, out,
+           scratch, launch)
+    assert (scratch.counters == 0).all(), "the in-kernel combine must reset its counters for the next call"
+    return out.cpu()
 
 
 BLOCK_N = sub._FORM_TILES[("fp8", "gluon")][0][0]
@@ -115,14 +127,9 @@ def test_gluon_fp8_form_matches_fp64_attention_on_e4m3_q(lengths, splits, in_ker
     qo, kv_indptr = make_indptr(lengths)
     buf, scale, kv = make_fp8(int(kv_indptr[-1]), gen)
     q = torch.randn(len(lengths), 16, 576, generator=gen).bfloat16()
-    launch = gluon_launch(splits, in_kernel)
-    out = torch.full((q.shape[0], 16, 512), float("nan"), dtype=torch.bfloat16, device=DEVICE)
-    scratch = sub.make_triton_scratch(q.shape[0], launch, DEVICE)
-    sub.triton_fp8_decode(q.to(DEVICE), buf.to(DEVICE), scale.to(DEVICE), qo.to(DEVICE), kv_indptr.to(DEVICE),
-                          SM_SCALE, out, scratch, launch)
-    assert (scratch.counters == 0).all(), "the in-kernel combine must reset its counters for the next call"
-    assert_e4m3_p_close(out.cpu(), q, kv, qo, kv_indptr)
-    assert (out[torch.tensor(lengths, device=DEVICE) == 0] == 0).all()
+    out = run_gluon_decode(sub.triton_fp8_decode, q, buf, scale, qo, kv_indptr, gluon_launch(splits, in_kernel))
+    assert_e4m3_p_close(out, q, kv, qo, kv_indptr)
+    assert (out[torch.tensor(lengths) == 0] == 0).all()
 
 
 @needs_gluon_gpu
@@ -130,11 +137,8 @@ def test_gluon_fp8_form_is_exact_where_p_is():
     """Every score equal (equal_scores_fp8_input): P is 1, exact in e4m3, so the output is
     the mean of V: a wrong row, column or scale shows."""
     q, buf, scale, kv, qo, kv_indptr = equal_scores_fp8_input([5, 70, 2 * BLOCK_N + 3])
-    out = torch.empty((3, 16, 512), dtype=torch.bfloat16, device=DEVICE)
-    launch = gluon_launch(2, False)
-    sub.triton_fp8_decode(q.to(DEVICE), buf.to(DEVICE), scale.to(DEVICE), qo.to(DEVICE), kv_indptr.to(DEVICE),
-                          SM_SCALE, out, sub.make_triton_scratch(3, launch, DEVICE), launch)
-    assert_close(out.cpu(), attention_ref(q, kv, qo, kv_indptr))
+    out = run_gluon_decode(sub.triton_fp8_decode, q, buf, scale, qo, kv_indptr, gluon_launch(2, False))
+    assert_close(out, attention_ref(q, kv, qo, kv_indptr))
 
 
 @pytest.mark.skipif(not HAS_GPU, reason="needs an NVIDIA or AMD GPU")
@@ -187,11 +191,6 @@ def test_gluon_forms_refuse_an_empty_kv_buffer(kv_format):
     assert sub.triton_kv_operands(one_row, kv_format, launch)[0].shape[0] == 1
 
 
-def mxfp4_gluon_launch(splits: int, in_kernel: bool):
-    launch = sub._launch(splits, sub._FORM_TILES[("mxfp4", "gluon")][0], "gluon", ARCH)
-    return sub.dataclasses.replace(launch, combine_in_kernel=in_kernel)
-
-
 MXFP4_BLOCK_N = sub._FORM_TILES[("mxfp4", "gluon")][0][0]
 # (lengths, splits, in-kernel combine, padded scales): one token, a tile less one, a tile and
 # one, a split ending exactly on a tile, ragged lengths with an empty sequence, several
@@ -226,17 +225,13 @@ def test_gluon_mxfp4_form_matches_fp64_attention(lengths, splits, in_kernel, pad
     qo, kv_indptr = make_indptr(lengths)
     buf, scales = make_mxfp4(int(kv_indptr[-1]), 122, 130, padded=padded, gen=gen)
     q = torch.randn(len(lengths), 16, 576, generator=gen).bfloat16()
-    launch = mxfp4_gluon_launch(splits, in_kernel)
-    out = torch.full((q.shape[0], 16, 512), float("nan"), dtype=torch.bfloat16, device=DEVICE)
-    scratch = sub.make_triton_scratch(q.shape[0], launch, DEVICE)
-    sub.triton_mxfp4_decode(q.to(DEVICE), buf.to(DEVICE), scales.to(DEVICE), qo.to(DEVICE), kv_indptr.to(DEVICE),
-                            SM_SCALE, out, scratch, launch)
-    assert (scratch.counters == 0).all(), "the in-kernel combine must reset its counters for the next call"
+    launch = gluon_launch(splits, in_kernel, "mxfp4")
+    out = run_gluon_decode(sub.triton_mxfp4_decode, q, buf, scales, qo, kv_indptr, launch)
     q_seen = q_e4m3(q, 512) if launch.gluon_arch == "cdna4" else q
     kv = dequant_mxfp4(buf, scales)
     ref = attention_ref(q_seen, kv, qo, kv_indptr)
-    assert_close(out.cpu(), ref, bf16_p_bound(q_seen, kv, qo, kv_indptr))
+    assert_close(out, ref, bf16_p_bound(q_seen, kv, qo, kv_indptr))
     written = ref.abs().sum((1, 2)) > 0
-    relative_rms = ((out.cpu().double() - ref)[written].pow(2).mean() / ref[written].pow(2).mean()).sqrt().item()
+    relative_rms = ((out.double() - ref)[written].pow(2).mean() / ref[written].pow(2).mean()).sqrt().item()
     assert relative_rms <= 2.0 ** -8, relative_rms
-    assert (out[torch.tensor(lengths, device=DEVICE) == 0] == 0).all()
+    assert (out[torch.tensor(lengths) == 0] == 0).all()
