@@ -170,3 +170,13 @@ def cases_file(tmp_path):
         path.write_text("\n".join(lines) + "\n")
         return path
     return write
+
+
+def gfx950_emulator():
+    """The gfx950 emulator package (tools/gfx950_emu), with bench/ importable for its
+    launches (bench/compile_target.py); compiling for gfx950 needs TRITON_INTERPRET unset."""
+    for folder in (REPO_ROOT / "tools", REPO_ROOT / "bench"):
+        if str(folder) not in sys.path:
+            sys.path.insert(0, str(folder))
+    import gfx950_emu
+    return gfx950_emu

@@ -24,7 +24,7 @@ from .reports import NotImplementedInstruction
 from .semantics import check_modifiers, register
 
 LANES = np.arange(64)
-_SIZES = {"ubyte": 1, "sbyte": 1, "ushort": 2, "short": 2, "dword": 4, "dwordx2": 8, "dwordx3": 12, "dwordx4": 16}
+_SIZES = {"byte": 1, "ubyte": 1, "sbyte": 1, "ushort": 2, "short": 2, "dword": 4, "dwordx2": 8, "dwordx3": 12, "dwordx4": 16}
 
 
 def _size(mnemonic: str) -> int:
@@ -250,25 +250,7 @@ def _global_atomic_add(ins, kernel):
 
     def run(wave):
         active = wave.exec.copy()
-        lanes = LANES[active]
-        address = nm.lanes(address_of(wave))[active]
-        ok = _check_bounds(wave, ins, address, lanes, 4)
-        memory = wave.machine.memory
-        old = np.zeros(64, dtype=U32)
-        from .memory import StoreRecord
-        for lane, a, good in zip(lanes, address, ok):
-            if not good:
-                continue
-            a = np.array([a])
-            current, _ = memory.read(a, 4)
-            value = int(current.view(np.uint32)[0, 0])
-            old[lane] = value
-            new = np.array([(value + int(wave.v[data_row][lane])) & 0xFFFFFFFF], dtype=np.uint32)
-            record = StoreRecord(wave, _byte_addresses(a, 4), current.reshape(-1).copy(), wave.machine.time,
-                                 atomic=True)
-            record.ins = ins
-            memory.stores.append(record)
-            memory.write(a, new.view(np.uint8).reshape(1, 4), len(memory.stores) - 1)
+        old = _atomic_add_lanes(wave, ins, nm.lanes(address_of(wave)), active, wave.v[data_row])
         if returns:
             data = old.view(np.uint8).reshape(64, 4).copy()
             _issue_vector_load(wave, ins, [dst_row], data, active)
@@ -407,6 +389,49 @@ def _compile_buffer_load_lds(ins, nbytes):
         lds_address = lds_base + inst_offset + LANES * lane_stride
         lds_write(wave, ins, lds_address[active], data[active], path=2)
     return run, 0
+
+
+@register("buffer_atomic_add")
+def _buffer_atomic_add(ins, kernel):
+    """buffer_atomic_add vdata, voffset, srsrc, soffset offen [sc0: returns the old value
+    into vdata]: performed at issue, lane by lane, coherently; out-of-range lanes do nothing."""
+    check_modifiers(ins, {"offset", "offen", "sc0", "sc1", "nt"})
+    returns = bool(ins.modifiers.get("sc0"))
+    data_row = vgpr_row(ins.operands[0])
+    voffset, descriptor, soffset = _buffer_operands(ins, 1)
+
+    def run(wave):
+        active, address, in_range = _buffer_lanes(wave, ins, voffset, descriptor, soffset, 4)
+        lanes = active & in_range[:, 0]
+        old = _atomic_add_lanes(wave, ins, address, lanes, wave.v[data_row])
+        if returns:
+            _issue_vector_load(wave, ins, [data_row], old.view(np.uint8).reshape(64, 4).copy(), active)
+        else:
+            wave.issue(PendingOp((), lambda w: None, ins, wave.machine.time), "vm")
+    return run, (1 if returns else 0)
+
+
+def _atomic_add_lanes(wave, ins, address, lanes, data) -> np.ndarray:
+    """Adds data[lane] at address[lane] for each lane in order (one address may take several
+    lanes); returns each lane's old value."""
+    from .memory import StoreRecord
+    memory = wave.machine.memory
+    old = np.zeros(64, dtype=U32)
+    where = np.flatnonzero(lanes)
+    ok = _check_bounds(wave, ins, address[where], where, 4)
+    for lane, good in zip(where, ok):
+        if not good:
+            continue
+        a = np.array([address[lane]])
+        current, _ = memory.read(a, 4)
+        value = int(current.view(np.uint32)[0, 0])
+        old[lane] = value
+        new = np.array([(value + int(data[lane])) & 0xFFFFFFFF], dtype=np.uint32)
+        record = StoreRecord(wave, _byte_addresses(a, 4), current.reshape(-1).copy(), wave.machine.time,
+                             atomic=True, ins=ins)
+        memory.stores.append(record)
+        memory.write(a, new.view(np.uint8).reshape(1, 4), len(memory.stores) - 1)
+    return old
 
 
 @register("buffer_wbl2")

@@ -36,6 +36,7 @@ import torch
 
 DEVICE_BASE = 0x1000_0000_0000   # where the first mapped storage goes
 REGION_SPACING = 1 << 36          # 64 GiB between storages: a runaway address hits nothing
+POISON_BYTE = 0xFF               # what unwritten LDS holds
 
 
 @dataclasses.dataclass
@@ -191,7 +192,7 @@ class Lds:
 
     def __init__(self, size: int):
         self.size = size
-        self.data = np.zeros(size, dtype=np.uint8)
+        self.data = np.full(size, POISON_BYTE, dtype=np.uint8)   # LDS starts undefined: NaN as bf16/f32
         self.writer_wave = np.full(size, -1, dtype=np.int64)    # wave index of the latest write
         self.written_at = np.full(size, -1, dtype=np.int64)     # when it completed (-1: never)
         self.pending = np.full(size, -1, dtype=np.int64)        # op id of a write in flight (-1: none)

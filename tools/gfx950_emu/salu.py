@@ -82,14 +82,10 @@ SOP1 = {
     "s_bcnt1_i32_b64": ("b64", 32, lambda a, scc: (bin(a).count("1"), int(a != 0))),
 }
 
-SOPC = {
-    "s_cmp_eq_u32": lambda a, b: a == b,
-    "s_cmp_lg_u32": lambda a, b: a != b,
-    "s_cmp_ge_u32": lambda a, b: a >= b,
-    "s_cmp_lt_i32": lambda a, b: _s32(a) < _s32(b),
-    "s_cmp_gt_i32": lambda a, b: _s32(a) > _s32(b),
-    "s_cmp_ge_i32": lambda a, b: _s32(a) >= _s32(b),
-}
+_CMP = {"eq": lambda a, b: a == b, "lg": lambda a, b: a != b, "gt": lambda a, b: a > b,
+        "ge": lambda a, b: a >= b, "lt": lambda a, b: a < b, "le": lambda a, b: a <= b}
+SOPC = {f"s_cmp_{name}_{kind}": (lambda f, signed: (lambda a, b: f(_s32(a), _s32(b)) if signed else f(a, b)))(f, kind == "i32")
+        for name, f in _CMP.items() for kind in ("u32", "i32")}
 
 
 def _compile_sop2(ins, kernel):
@@ -180,6 +176,14 @@ def _addk(ins, kernel):
         dst(wave, r & MASK32)
         wave.scc = int(not -(1 << 31) <= r < (1 << 31))
     return run, 1
+
+
+@register("s_mulk_i32")
+def _mulk(ins, kernel):
+    dst = scalar_writer(ins.operands[0])
+    ra = scalar_reader(ins.operands[0])
+    imm = _s16(_simm16(ins))
+    return (lambda wave: dst(wave, (_s32(ra(wave)) * imm) & MASK32)), 1
 
 
 @register("s_cmpk_lg_i32")

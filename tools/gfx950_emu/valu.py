@@ -186,12 +186,14 @@ OPS = {
     "v_ashrrev_i32": (("u32", "i32"), "i32", lambda a, b: b >> _sh32(a).astype(I32)),
     "v_lshlrev_b16": (("u16", "b16"), "b16", lambda a, b: b << (a & U32(15))),
     "v_lshrrev_b16": (("u16", "b16"), "b16", lambda a, b: b >> (a & U32(15))),
+    "v_ashrrev_i64": (("u32", "i64"), "i64", lambda a, b: b >> (np.asarray(a, dtype=np.int64) & 63)),
     "v_lshlrev_b64": (("u32", "b64"), "b64", lambda a, b: b << (U64(a) & U64(63)) if np.ndim(a) == 0
                       else b << (a.astype(U64) & U64(63))),
     "v_max_i32": (("i32", "i32"), "i32", np.maximum),
     "v_min_i32": (("i32", "i32"), "i32", np.minimum),
     "v_min_u32": (("u32", "u32"), "u32", np.minimum),
     "v_max_u16": (("u16", "u16"), "u16", np.maximum),
+    "v_add_u16": (("u16", "u16"), "u16", lambda a, b: a + b),
     "v_max3_u16": (("u16", "u16", "u16"), "u16", lambda a, b, c: np.maximum(np.maximum(a, b), c)),
     "v_max3_i32": (("i32", "i32", "i32"), "i32", lambda a, b, c: np.maximum(np.maximum(a, b), c)),
     "v_med3_i32": (("i32", "i32", "i32"), "i32", lambda a, b, c: np.maximum(np.minimum(a, b),
@@ -231,7 +233,9 @@ OPS = {
     "v_rcp_f32": (("f32",), "f32", _u(lambda a: F32(1.0) / a)),
     "v_rcp_iflag_f32": (("f32",), "f32", _u(lambda a: F32(1.0) / a)),
     "v_cvt_f32_u32": (("u32",), "f32", lambda a: np.asarray(a).astype(F32)),
+    "v_cvt_f32_i32": (("i32",), "f32", lambda a: np.asarray(a).astype(F32)),
     "v_cvt_u32_f32": (("f32",), "u32", _u(lambda a: _cvt_u32_f32(a))),
+    "v_cvt_i32_f32": (("f32",), "i32", _u(lambda a: _cvt_i32_f32(a))),
     "v_cvt_pk_bf16_f32": (("f32", "f32"), "b32",
                           lambda a, b: nm.f32_to_bf16_bits(np.asarray(a)) | (nm.f32_to_bf16_bits(np.asarray(b)) << U32(16))),
 }
@@ -293,6 +297,13 @@ def _perm(s0, s1, sel):
         picked = np.where(s >= 13, U32(0xFF), picked)
         out |= picked << U32(8 * j)
     return out
+
+
+def _cvt_i32_f32(a):
+    """Truncation toward zero, saturating at the int32 range; NaN gives 0."""
+    a = np.asarray(a, dtype=np.float64)
+    out = np.clip(np.trunc(np.nan_to_num(a, nan=0.0)), -2147483648.0, 2147483647.0)
+    return out.astype(np.int64).astype(I32)
 
 
 def _cvt_u32_f32(a):
@@ -591,6 +602,24 @@ def _mad_u64_u32(ins, kernel):
     return run, 2
 
 
+@register("v_mad_i64_i32")
+def _mad_i64_i32(ins, kernel):
+    check_modifiers(ins, set())
+    write = vector_writer(ins.operands[0], 64)
+    carry = _mask_writer(_InsView(ins, 1))
+    ra, rb = vector_reader(ins.operands[2], "b32"), vector_reader(ins.operands[3], "b32")
+    rc = vector_reader(ins.operands[4], "u64")
+
+    def run(wave):
+        a = nm.lanes(ra(wave), U32).view(I32).astype(object)
+        b = nm.lanes(rb(wave), U32).view(I32).astype(object)
+        c = nm.lanes(rc(wave), U64).view(np.int64).astype(object)
+        total = a * b + c
+        write(wave, np.array([int(t) & 0xFFFF_FFFF_FFFF_FFFF for t in total], dtype=U64))
+        carry(wave, np.array([not -(1 << 63) <= int(t) < (1 << 63) for t in total]))
+    return run, 2
+
+
 @register("v_div_scale_f32")
 def _div_scale(ins, kernel):
     check_modifiers(ins, set())
@@ -607,6 +636,11 @@ def _div_scale(ins, kernel):
 
 @register("v_div_fmas_f32")
 def _div_fmas(ins, kernel):
+    """fma(S0, S1, S2), and where VCC is set (V_DIV_SCALE_F32 scaled an operand by 2^64)
+    the scaling undone: times 2^64 if S2's exponent is at least 127, else 2^-64. (The
+    pseudocode in tinygrad's wheel reads `2.0F ** 32`; the division probe of
+    tests/test_gfx950_emu_probes.py, whose quotients Triton's IEEE division computes,
+    rejects that reading for denormal and huge quotients.)"""
     check_modifiers(ins, set())
     write = vector_writer(ins.operands[0])
     readers = [vector_reader(op, "f32") for op in ins.operands[1:4]]
@@ -614,7 +648,8 @@ def _div_fmas(ins, kernel):
     def run(wave):
         a, b, c = (nm.lanes(r(wave), U32).view(F32) for r in readers)
         r = nm.fma_f32(a, b, c)
-        scaled = (r.astype(np.float64) * 2.0 ** 32).astype(F32)
+        up = _exponent(c.view(U32)) >= 127
+        scaled = (r.astype(np.float64) * np.where(up, 2.0 ** 64, 2.0 ** -64)).astype(F32)
         vcc = unpack_mask(wave.mask64(106))
         write(wave, np.where(vcc, scaled, r).view(U32))
     return run, 1
@@ -774,6 +809,27 @@ def _cvt_pk_bf16_fp4(ins, kernel):
         hi = nm.e2m1_to_f64(src >> U32(4)) * factor
         bits = nm.f32_to_bf16_bits(lo.astype(F32)) | (nm.f32_to_bf16_bits(hi.astype(F32)) << U32(16))
         write(wave, bits)
+    return run, 1
+
+
+@register("v_cvt_scalef32_pk_f32_fp8")
+def _cvt_pk_f32_fp8(ins, kernel):
+    """D (two registers) = the two e4m3 bytes of the 16-bit half of S0 that OPSEL[0] picks,
+    times 2^(exponent(S1) - 127), as f32 (exact)."""
+    check_modifiers(ins, {"op_sel"})
+    op_sel = ins.modifiers.get("op_sel", (0, 0, 0))
+    if any(op_sel[1:]):
+        raise NotImplementedInstruction("op_sel beyond the source half")
+    shift = U32(16 * op_sel[0])
+    r0, r1 = vector_reader(ins.operands[1], "b32"), vector_reader(ins.operands[2], "f32")
+    write = vector_writer(ins.operands[0], 64)
+
+    def run(wave):
+        half = (nm.lanes(r0(wave), U32) >> shift) & U32(0xFFFF)
+        factor = np.exp2(_exponent(r1(wave)).astype(np.float64) - 127.0)
+        lo = (nm.e4m3_bits_to_f64(half & U32(0xFF)) * factor).astype(F32)
+        hi = (nm.e4m3_bits_to_f64(half >> U32(8)) * factor).astype(F32)
+        write(wave, lo.view(U32).astype(U64) | (hi.view(U32).astype(U64) << U64(32)))
     return run, 1
 
 
