@@ -145,6 +145,48 @@ def test_scalar_alu():
     assert evaluate("s_lshl_b64", {"S0": 3, "S1": 63})["D0"] == 1 << 63
 
 
+# (opcode, inputs, expected result): simple instructions, hand-computed.
+SIMPLE_CASES = [
+    ("s_addk_i32", {"D0": 0x7FFFFFFF, "S0": 0x0001}, {"D0": 0x80000000, "SCC": 1}),
+    ("s_addk_i32", {"D0": 5, "S0": 0xFFFE}, {"D0": 3, "SCC": 0}),
+    ("s_and_b32", {"S0": 0xF0F0, "S1": 0x0FF0}, {"D0": 0x00F0, "SCC": 1}),
+    ("s_and_b64", {"S0": 1 << 63, "S1": 1 << 62}, {"D0": 0, "SCC": 0}),
+    ("s_andn2_b64", {"S0": 0xFF, "S1": 0x0F}, {"D0": 0xF0, "SCC": 1}),
+    ("s_or_b32", {"S0": 0x1, "S1": 0x10}, {"D0": 0x11, "SCC": 1}),
+    ("s_or_b64", {"S0": 1 << 40, "S1": 1}, {"D0": (1 << 40) | 1, "SCC": 1}),
+    ("s_xor_b32", {"S0": 0xFF, "S1": 0xFF}, {"D0": 0, "SCC": 0}),
+    ("s_not_b32", {"S0": 0xFFFFFFFF}, {"D0": 0, "SCC": 0}),
+    ("s_lshl_b32", {"S0": 3, "S1": 33}, {"D0": 6, "SCC": 1}),              # shift is S1[4:0]
+    ("s_lshr_b32", {"S0": 0x80000000, "S1": 31}, {"D0": 1, "SCC": 1}),
+    ("s_max_i32", {"S0": 0xFFFFFFFF, "S1": 1}, {"D0": 1, "SCC": 0}),
+    ("s_min_i32", {"S0": 0xFFFFFFFF, "S1": 1}, {"D0": 0xFFFFFFFF, "SCC": 1}),
+    ("s_min_u32", {"S0": 0xFFFFFFFF, "S1": 1}, {"D0": 1, "SCC": 0}),
+    ("s_mul_i32", {"S0": 0xFFFFFFFF, "S1": 0xFFFFFFFF}, {"D0": 1}),
+    ("s_mov_b32", {"S0": 0x12345678}, {"D0": 0x12345678}),
+    ("s_mov_b64", {"S0": 0x1234_5678_9ABC_DEF0}, {"D0": 0x1234_5678_9ABC_DEF0}),
+    ("s_cselect_b32", {"S0": 7, "S1": 9, "SCC": 1}, {"D0": 7}),
+    ("s_cmp_eq_u32", {"S0": 4, "S1": 4}, {"SCC": 1}),
+    ("s_cmp_lg_u32", {"S0": 4, "S1": 4}, {"SCC": 0}),
+    ("s_cmp_ge_i32", {"S0": 0x80000000, "S1": 0}, {"SCC": 0}),
+    ("s_cmp_gt_i32", {"S0": 0, "S1": 0xFFFFFFFF}, {"SCC": 1}),
+    ("s_cbranch_execnz", {"PC": 0x40, "SIMM16": 2, "EXEC": 1}, {"PC": 0x40 + 8 + 4}),
+    ("s_cbranch_scc0", {"PC": 0x40, "SIMM16": 2, "SCC": 1}, {"PC": 0x44}),
+    ("v_cmp_eq_u32", {"S0": 3, "S1": 3}, {"D0": 1}),
+    ("v_cmp_gt_i32", {"S0": 0, "S1": 0xFFFFFFFF}, {"D0": 1}),
+    ("v_cmp_lt_i32", {"S0": 0, "S1": 0xFFFFFFFF}, {"D0": 0}),
+    ("v_lshrrev_b32", {"S0": 36, "S1": 0x100}, {"D0": 0x10}),              # shift is S0[4:0]
+    ("v_max_i32", {"S0": 0xFFFFFFFF, "S1": 0}, {"D0": 0}),
+    ("v_mov_b32", {"S0": 0xCAFE}, {"D0": 0xCAFE}),
+    ("v_mov_b64", {"S0": 1 << 60}, {"D0": 1 << 60}),
+    ("v_xor_b32", {"S0": 0xFF00, "S1": 0x0FF0}, {"D0": 0xF0F0}),
+]
+
+
+@pytest.mark.parametrize("opcode, inputs, expect", SIMPLE_CASES, ids=[c[0] for c in SIMPLE_CASES])
+def test_simple_instructions(opcode, inputs, expect):
+    assert evaluate(opcode, inputs) == expect
+
+
 def test_scalar_branches():
     assert evaluate("s_branch", {"PC": 0x100, "SIMM16": 0xFFFE}) == {"PC": 0x100 - 8 + 4}
     assert evaluate("s_cbranch_scc1", {"PC": 0x100, "SIMM16": 3, "SCC": 1}) == {"PC": 0x100 + 12 + 4}
@@ -271,6 +313,56 @@ def test_memory_instructions():
     assert out == {"SDATA": 0x27262524}
     out = evaluate("global_atomic_add", {"ADDR": 0x104, "DATA": 1}, memory=memory)
     assert out == {"RETURN_DATA": 0x07060504, "MEM[0x104].b32": 0x07060505}
+
+
+def _word(memory, address, count):
+    return sum(memory[address + i] << (8 * i) for i in range(count))
+
+
+def test_every_kernel_memory_instruction_moves_the_bytes_it_names():
+    memory = {a: (a * 7 + 3) & 0xFF for a in range(0x1000)}
+    desc = 0x200 | (0x7FFFFFFE << 64)
+    buffer = {"VADDR": 0x10, "SRSRC": desc, "SOFFSET": 0, "OFFSET": 4}
+    at = 0x200 + 0x10 + 4
+    for opcode, count in [("buffer_load_dword", 4), ("buffer_load_dwordx2", 8), ("buffer_load_dwordx4", 16)]:
+        out = evaluate(opcode, buffer, memory=memory, modifiers={"offen": 1})
+        assert out == {"VDATA": _word(memory, at, count)}, opcode
+    assert evaluate("buffer_load_ubyte", buffer, memory=memory, modifiers={"offen": 1}) == {"VDATA": memory[at]}
+    data = 0x0011_2233_4455_6677_8899_AABB_CCDD_EEFF
+    for opcode, width in [("buffer_store_dword", 32), ("buffer_store_short", 16)]:
+        out = evaluate(opcode, {**buffer, "VDATA": data}, modifiers={"offen": 1})
+        assert out == {f"MEM[{at:#x}].b{width}": data & ((1 << width) - 1)}, opcode
+    out = evaluate("buffer_store_dwordx4", {**buffer, "VDATA": data}, modifiers={"offen": 1})
+    assert out == {f"MEM[{at + 4 * i:#x}].b32": (data >> (32 * i)) & 0xFFFFFFFF for i in range(4)}
+    for opcode, count in [("global_load_dword", 4), ("global_load_dwordx4", 16)]:
+        assert evaluate(opcode, {"ADDR": 0x300, "OFFSET": 8}, memory=memory) == {"VDATA": _word(memory, 0x308, count)}
+    for opcode, count in [("global_store_dword", 1), ("global_store_dwordx2", 2), ("global_store_dwordx4", 4)]:
+        out = evaluate(opcode, {"ADDR": 0x10, "SADDR": 0x300, "VDATA": data})
+        assert out == {f"MEM[{0x310 + 4 * i:#x}].b32": (data >> (32 * i)) & 0xFFFFFFFF for i in range(count)}
+    for opcode, count in [("s_load_dwordx2", 8), ("s_load_dwordx4", 16), ("s_load_dwordx8", 32)]:
+        assert evaluate(opcode, {"SBASE": 0x400, "OFFSET": 0x10}, memory=memory) == {"SDATA": _word(memory, 0x410, count)}
+    lds = {"ADDR": 0x100, "OFFSET0": 2, "OFFSET1": 5}
+    assert evaluate("ds_read_b32", {"ADDR": 0x100, "OFFSET": 12}, memory=memory) == {"RETURN_DATA": _word(memory, 0x10C, 4)}
+    assert evaluate("ds_read_b128", {"ADDR": 0x100, "OFFSET": 16}, memory=memory) == {"RETURN_DATA": _word(memory, 0x110, 16)}
+    assert evaluate("ds_read2_b64", lds, memory=memory) == {
+        "RETURN_DATA": _word(memory, 0x100 + 16, 8) | _word(memory, 0x100 + 40, 8) << 64}
+    assert evaluate("ds_read2st64_b32", lds, memory=memory) == {
+        "RETURN_DATA": _word(memory, 0x100 + 512, 4) | _word(memory, 0x100 + 1280, 4) << 32}
+    assert evaluate("ds_read2st64_b64", {**lds, "OFFSET1": 3}, memory=memory) == {
+        "RETURN_DATA": _word(memory, 0x100 + 1024, 8) | _word(memory, 0x100 + 1536, 8) << 64}
+    stores = {"ADDR": 0x100, "OFFSET0": 1, "OFFSET1": 3, "DATA": 0x1111_2222_3333_4444, "DATA2": 0x5555_6666_7777_8888}
+    assert evaluate("ds_write2_b32", stores) == {"MEM[0x104].b32": 0x33334444, "MEM[0x10c].b32": 0x77778888}
+    assert evaluate("ds_write2_b64", stores) == {"MEM[0x108].b32": 0x33334444, "MEM[0x10c].b32": 0x11112222,
+                                                 "MEM[0x118].b32": 0x77778888, "MEM[0x11c].b32": 0x55556666}
+    assert evaluate("ds_write2st64_b32", stores) == {"MEM[0x200].b32": 0x33334444, "MEM[0x400].b32": 0x77778888}
+    assert evaluate("ds_write2st64_b64", stores) == {"MEM[0x300].b32": 0x33334444, "MEM[0x304].b32": 0x11112222,
+                                                     "MEM[0x700].b32": 0x77778888, "MEM[0x704].b32": 0x55556666}
+    assert evaluate("ds_write_b64", {"ADDR": 0x100, "OFFSET": 8, "DATA": 0x1111_2222_3333_4444}) == {
+        "MEM[0x108].b32": 0x33334444, "MEM[0x10c].b32": 0x11112222}
+    assert evaluate("ds_write_b128", {"ADDR": 0x100, "OFFSET": 0, "DATA": data}) == {
+        f"MEM[{0x100 + 4 * i:#x}].b32": (data >> (32 * i)) & 0xFFFFFFFF for i in range(4)}
+    assert evaluate("ds_write_b16", {"ADDR": 0x100, "DATA": 0xABCD_1234}) == {"MEM[0x100].b16": 0x1234}
+    assert evaluate("ds_write_b8", {"ADDR": 0x100, "DATA": 0xABCD_1234}) == {"MEM[0x100].b8": 0x34}
 
 
 # ---------------------------------------------------------------- floats against numpy / torch

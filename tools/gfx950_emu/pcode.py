@@ -63,7 +63,8 @@ from .pcode_helpers import PcodeUndefined
 from .pcode_lang import PcodeSyntaxError
 from .pcode_values import FloatType, IntType, PcodeTypeError, bits_of, type_named
 
-PcodeError = (PcodeSyntaxError, PcodeUndefined, PcodeRuntimeError, PcodeTypeError)
+# Every error this module raises for a program it cannot run (catch them together).
+PCODE_ERRORS = (PcodeSyntaxError, PcodeUndefined, PcodeRuntimeError, PcodeTypeError)
 
 
 class NoPcode(LookupError):
@@ -252,9 +253,11 @@ def program(opcode: str, literal: bool = False) -> Program:
         if old not in text:
             raise ValueError(f"{name}: the line READINGS replaces is no longer in AMD's text")
         text = text.replace(old, new)
-    body = pcode_lang.parse(text)
-    compiler = pcode_eval.Compiler(set(_sources()))
-    run, scope = compiler.program(body)
+    try:
+        body = pcode_lang.parse(text)
+        run, scope = pcode_eval.Compiler(set(_sources())).program(body)
+    except (PcodeSyntaxError, PcodeTypeError, PcodeUndefined) as error:
+        raise type(error)(f"{name}: {error}") from None
     reads, source_types = _reads_and_views(body)
     packed = any(w.startswith("VOP3POp.") for w in encodings(name))
     derived = tuple((flag, mask) for flag, mask in (("EXECZ", "EXEC"), ("VCCZ", "VCC")) if flag in reads)
@@ -287,12 +290,37 @@ def evaluate(opcode: str, inputs: dict, *, lane: int = 0, vgpr=None, modifiers: 
              memory=None, literal: bool = False) -> dict:
     """The registers (and VGPR entries, memory bytes) the instruction writes in this lane,
     as raw bit patterns. See the module docstring for the arguments."""
-    return execute(opcode, inputs, lane=lane, vgpr=vgpr, modifiers=modifiers, memory=memory,
-                   literal=literal).values
+    ctx = _run(opcode, inputs, lane, vgpr, modifiers, memory, literal)
+    regs, values = ctx.regs, {}
+    for name in ctx.written:
+        cell = regs.get(name) or _vgpr_cell_named(ctx, name)
+        values[name] = cell.bits & ((1 << cell.width) - 1)
+    for address, width, bits in ctx.memory_log:
+        values[f"MEM[{address:#x}].b{width}"] = bits
+    return values
 
 
 def execute(opcode: str, inputs: dict, *, lane: int = 0, vgpr=None, modifiers: dict | None = None,
             memory=None, literal: bool = False) -> Outcome:
+    """As evaluate(), with which bits of each register the pseudocode wrote and the
+    program's variables at the end."""
+    ctx = _run(opcode, inputs, lane, vgpr, modifiers, memory, literal)
+    values, masks = {}, {}
+    for name, mask in ctx.written.items():
+        cell = ctx.regs.get(name) or _vgpr_cell_named(ctx, name)
+        values[name] = cell.bits & ((1 << cell.width) - 1)
+        masks[name] = mask
+    for address, width, bits in ctx.memory_log:
+        values[f"MEM[{address:#x}].b{width}"] = bits
+    variables = {n: c.bits for n, c in ctx.locals.items() if isinstance(c, Cell) and c.bits is not None}
+    return Outcome(values, masks, variables)
+
+
+def _vgpr_cell_named(ctx: Context, name: str) -> Cell:
+    return next(c for c in ctx.vgpr_cells.values() if c.name == name)
+
+
+def _run(opcode, inputs, lane, vgpr, modifiers, memory, literal) -> Context:
     prog = program(opcode, literal)
     if lane.__class__ is not int or not 0 <= lane < 64:
         raise ValueError(f"lane {lane!r}: a wave64 lane is 0..63")
@@ -310,7 +338,7 @@ def execute(opcode: str, inputs: dict, *, lane: int = 0, vgpr=None, modifiers: d
         _apply_readings(prog, ctx, lane, inputs)
     if mods:
         _apply_sdwa_destination(prog, ctx, mods, inputs)
-    return _outcome(ctx)
+    return ctx
 
 
 def _input_registers(prog: Program, inputs: dict):
@@ -513,17 +541,3 @@ def _call_instruction(name: str, values, caller: Context):
         raise PcodeRuntimeError(f"{name} called as a function wrote no typed D0")
     bits = ctx.regs["D0"].bits & ((1 << t.width) - 1)
     return (t, t.wrap(bits)) if isinstance(t, IntType) else (t, bits)
-
-
-def _outcome(ctx: Context) -> Outcome:
-    values, masks = {}, {}
-    for name, mask in ctx.written.items():
-        cell = ctx.regs.get(name)
-        if cell is None:
-            cell = next(c for c in ctx.vgpr_cells.values() if c.name == name)
-        values[name] = cell.bits & ((1 << cell.width) - 1)
-        masks[name] = mask
-    for address, width, bits in ctx.memory_log:
-        values[f"MEM[{address:#x}].b{width}"] = bits
-    variables = {n: c.bits for n, c in ctx.locals.items() if isinstance(c, Cell) and c.bits is not None}
-    return Outcome(values, masks, variables)

@@ -278,6 +278,8 @@ def arith(op: str, a, b):
 
 def _float_op(op, a, b):
     ta, tb = a[0], b[0]
+    if ta is tb and ta.__class__ is FloatType and op in _FLOAT_OPS:
+        return (ta, _FLOAT_OPS[op](ta.fmt, a[1], b[1]))
     if not isinstance(ta, (IntType, FloatType)) or not isinstance(tb, (IntType, FloatType)):
         raise PcodeTypeError(f"operator {op} on {ta!r} and {tb!r}")
     fn = _FLOAT_OPS.get(op)
@@ -544,9 +546,12 @@ class Compiler:
                 t = var_type or (promoted(first[0]) if isinstance(first[0], IntType) else None)
                 if not isinstance(t, IntType) or not isinstance(last[0], IntType):
                     raise PcodeTypeError("for bounds must be integers")
+                cell = Cell(0, t.width, t)
+                mask, locals_ = t.mask, ctx.locals
                 try:
                     for i in range(first[1], last[1] + 1):
-                        ctx.locals[var] = Cell(i & t.mask, t.width, t)
+                        cell.bits, cell.type, cell.width = i & mask, t, t.width   # the body may retype it
+                        locals_[var] = cell
                         body(ctx)
                 except _Break:
                     pass
@@ -644,6 +649,13 @@ class Compiler:
                 else:
                     cell.bits, cell.width, cell.type = bits, t.width, t
             return store_variable
+        if isinstance(target, ast.Index) and not _is_vgpr(target) and not _is_memory(target):
+            base, view = target.base, None
+            if isinstance(base, ast.Member) and isinstance(type_named(base.member), IntType):
+                base, view = base.base, type_named(base.member)
+            if (isinstance(base, ast.Name) and scope.kind(base.name) == "register"
+                    and base.name in ARCH_REGISTERS - {"VGPR", "MEM", "SGPR", "HW_REGISTERS", "ROUND_MODE"}):
+                return self.register_bit_store(base.name, view, self.expr(target.index, scope))
         if (isinstance(target, ast.Member) and isinstance(target.base, ast.Name)
                 and scope.kind(target.base.name) == "register" and type_named(target.member) is not None
                 and target.base.name in ARCH_REGISTERS - {"VGPR", "MEM", "SGPR", "HW_REGISTERS", "ROUND_MODE"}):
@@ -672,6 +684,22 @@ class Compiler:
             written = ctx.written
             written[name] = written.get(name, 0) | mask
             ctx.last_type[name] = t
+        return store
+
+    def register_bit_store(self, name, view, index):
+        """A fast path: one bit of a register (D0.u64[laneId] = ..., VCC.u64[laneId] = ...)."""
+        name = "D0" if name == "D" else name
+        limit = view.width if view is not None else None
+
+        def store(ctx, value):
+            i = index(ctx)[1]
+            cell = ctx.regs.get(name) or ctx.register(name, for_write=True)
+            if not 0 <= i < min(limit or cell.width, cell.width):
+                raise PcodeRuntimeError(f"bit {i} of {name}" + (f".{view}" if view else ""))
+            bit = stored_bits(value, U1) & 1
+            cell.bits = (cell.bits & ~(1 << i)) | (bit << i)
+            written = ctx.written
+            written[name] = written.get(name, 0) | (1 << i)
         return store
 
     def static_width(self, node) -> int:
@@ -974,11 +1002,13 @@ class Compiler:
                 field = (bits >> h) & _mask(w)
                 return (int_type("b", w), int(format(field, f"0{w}b")[::-1], 2))
             return read_slice
-        base = node.base
+        base, view_mask = node.base, None
+        if isinstance(base, ast.Member) and isinstance(type_named(base.member), IntType):
+            base, view_mask = base.base, type_named(base.member).mask     # S0.u32[31]
         if (isinstance(base, ast.Name) and scope.kind(base.name) in ("variable", "register")
-                and base.name not in ("VGPR", "MEM", "SGPR", "HW_REGISTERS")
+                and base.name not in ("VGPR", "MEM", "SGPR", "HW_REGISTERS", "INST", "WAVE_MODE")
                 and not (base.name in scope.declared and scope.declared[base.name].count is not None)):
-            return self.bit_read(base.name, scope.kind(base.name), self.expr(node.index, scope))
+            return self.bit_read(base.name, scope.kind(base.name), self.expr(node.index, scope), view_mask)
         locate = self.locate(node, scope, for_write=False)
 
         def read_location(ctx):
@@ -991,8 +1021,9 @@ class Compiler:
             return (t, t.wrap(bits)) if isinstance(t, IntType) else (t, bits)
         return read_location
 
-    def bit_read(self, name, kind, index):
-        """A fast path: one bit of a register or a variable (VCC[laneId], MaskedValue[i])."""
+    def bit_read(self, name, kind, index, view_mask=None):
+        """A fast path: one bit of a register or a variable, or of its view as an integer
+        type (VCC[laneId], MaskedValue[i], S0.u32[31])."""
         name = "D0" if name == "D" else name
 
         def read_bit(ctx):
@@ -1005,7 +1036,8 @@ class Compiler:
             i = index(ctx)[1]
             if i < 0:
                 raise PcodeRuntimeError(f"bit {i}")
-            return (U1, (cell.bits >> i) & 1)
+            bits = cell.bits if view_mask is None else cell.bits & view_mask
+            return (U1, (bits >> i) & 1)
         return read_bit
 
     def call(self, node, scope):

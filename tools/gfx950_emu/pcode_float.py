@@ -177,11 +177,10 @@ def convert(src: Format, bits: int, dst: Format) -> int:
 
 
 def add(fmt: Format, a: int, b: int) -> int:
-    nan = _nan_result(fmt, ((fmt, a), (fmt, b)))
-    if nan is not None:
-        return nan
     ka, sa, ma, ea = decode(fmt, a)
     kb, sb, mb, eb = decode(fmt, b)
+    if ka == NAN or kb == NAN:
+        return quiet(fmt, a if ka == NAN else b)
     if ka == INF or kb == INF:
         if ka == INF and kb == INF and sa != sb:
             return fmt.default_nan
@@ -191,7 +190,8 @@ def add(fmt: Format, a: int, b: int) -> int:
 
 def _add_exact(fmt: Format, sa, ma, ea, sb, mb, eb) -> int:
     e = min(ea, eb)
-    total = (-1) ** sa * (ma << (ea - e)) + (-1) ** sb * (mb << (eb - e))
+    x, y = ma << (ea - e), mb << (eb - e)
+    total = (y - x if sa else x + y) if not sb else (x - y if not sa else -(x + y))
     if total == 0:   # an exact zero: -0 only from (-0) + (-0) (roundTiesToEven)
         both_zero = ma == 0 and mb == 0
         return fmt.sign_bit if (both_zero and sa and sb) else 0
@@ -205,11 +205,10 @@ def sub(fmt: Format, a: int, b: int) -> int:
 
 
 def mul(fmt: Format, a: int, b: int) -> int:
-    nan = _nan_result(fmt, ((fmt, a), (fmt, b)))
-    if nan is not None:
-        return nan
     ka, sa, ma, ea = decode(fmt, a)
     kb, sb, mb, eb = decode(fmt, b)
+    if ka == NAN or kb == NAN:
+        return quiet(fmt, a if ka == NAN else b)
     sign = sa ^ sb
     if ka == INF or kb == INF:
         if (ka == FINITE and ma == 0) or (kb == FINITE and mb == 0):
@@ -219,11 +218,10 @@ def mul(fmt: Format, a: int, b: int) -> int:
 
 
 def div(fmt: Format, a: int, b: int) -> int:
-    nan = _nan_result(fmt, ((fmt, a), (fmt, b)))
-    if nan is not None:
-        return nan
     ka, sa, ma, ea = decode(fmt, a)
     kb, sb, mb, eb = decode(fmt, b)
+    if ka == NAN or kb == NAN:
+        return quiet(fmt, a if ka == NAN else b)
     sign = sa ^ sb
     if ka == INF:
         return fmt.default_nan if kb == INF else sign * fmt.sign_bit | fmt.inf
@@ -236,12 +234,11 @@ def div(fmt: Format, a: int, b: int) -> int:
 
 def fma(fmt: Format, a: int, b: int, c: int, scale: int = 0) -> int:
     """(a * b + c) * 2**scale with one rounding."""
-    nan = _nan_result(fmt, ((fmt, a), (fmt, b), (fmt, c)))
-    if nan is not None:
-        return nan
     ka, sa, ma, ea = decode(fmt, a)
     kb, sb, mb, eb = decode(fmt, b)
     kc, sc, mc, ec = decode(fmt, c)
+    if ka == NAN or kb == NAN or kc == NAN:
+        return quiet(fmt, a if ka == NAN else b if kb == NAN else c)
     sp = sa ^ sb
     if ka == INF or kb == INF:
         if (ka == FINITE and ma == 0) or (kb == FINITE and mb == 0):
@@ -285,6 +282,13 @@ def to_int_toward_zero(fmt: Format, bits: int, lo: int, hi: int) -> int:
 
 def compare(fa: Format, a: int, fb: Format, b: int) -> int | None:
     """-1, 0, 1 for a <, ==, > b (numerically, -0 == +0); None if either is NaN."""
+    if fa is fb and fa.ieee:      # one format: the sign-magnitude bits order the values
+        magnitude = fa.sign_bit - 1
+        if (a & magnitude) > fa.exp_mask or (b & magnitude) > fa.exp_mask:
+            return None
+        x = -(a & magnitude) if a & fa.sign_bit else a
+        y = -(b & magnitude) if b & fa.sign_bit else b
+        return (x > y) - (x < y)
     ka, sa, ma, ea = decode(fa, a)
     kb, sb, mb, eb = decode(fb, b)
     if ka == NAN or kb == NAN:
