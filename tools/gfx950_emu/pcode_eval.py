@@ -25,7 +25,7 @@ import operator
 from . import pcode_float as fp
 from . import pcode_helpers as helpers
 from . import pcode_lang as ast
-from .pcode_values import (BF16, F64, FLOAT_TYPES, I32, I64, U1, U32, U64, FloatType, IntType,
+from .pcode_values import (F64, I32, I64, U1, U32, U64, FloatType, IntType,
                            PcodeTypeError, bits_of, boolean, cast_type, common_float_type,
                            common_int_type, int_type, promoted, stored_bits, to_float, truth,
                            type_named, view)
@@ -59,10 +59,11 @@ _BIT_REGISTERS = {"SCC", "VCCZ", "EXECZ"}   # untyped reads of these are u1 (boo
 class Cell:
     """A location holding bits: a register, a variable, an array element, a VGPR entry, a
     memory access. `type` is a variable's type (None for registers: untyped bits)."""
-    __slots__ = ("bits", "type", "width", "name", "declared")
+    __slots__ = ("bits", "type", "width", "name", "declared", "value")
 
-    def __init__(self, bits, width, type=None, name=None, declared=False):
+    def __init__(self, bits, width, type=None, name=None, declared=False, value=None):
         self.bits, self.width, self.type, self.name, self.declared = bits, width, type, name, declared
+        self.value = value      # a variable's whole value, kept while no partial write changes it
 
 
 class MemoryCell(Cell):
@@ -186,6 +187,7 @@ def _store(ctx, cell: Cell, offset: int, width: int, t, value):
             cell.type = int_type("b", cell.width)
     m = _mask(width) << offset
     cell.bits = (cell.bits & ~m) | (bits << offset)
+    cell.value = None
     if isinstance(cell, MemoryCell):
         ctx.write_memory(cell.address, cell.width, cell.bits)
     ctx.note_write(cell, offset, width, t)
@@ -549,8 +551,8 @@ class Compiler:
                 cell = Cell(0, t.width, t)
                 mask, locals_ = t.mask, ctx.locals
                 try:
-                    for i in range(first[1], last[1] + 1):
-                        cell.bits, cell.type, cell.width = i & mask, t, t.width   # the body may retype it
+                    for i in range(first[1], last[1] + 1):   # the body may retype the variable
+                        cell.bits, cell.type, cell.width, cell.value = i & mask, t, t.width, (t, t.wrap(i))
                         locals_[var] = cell
                         body(ctx)
                 except _Break:
@@ -645,9 +647,9 @@ class Compiler:
                     raise PcodeTypeError(f"{name} = a {t!r}")
                 bits = value[1] & t.mask if t.__class__ is IntType else value[1]
                 if cell is None or cell.__class__ is list:
-                    ctx.locals[name] = Cell(bits, t.width, t)
+                    ctx.locals[name] = Cell(bits, t.width, t, value=value)
                 else:
-                    cell.bits, cell.width, cell.type = bits, t.width, t
+                    cell.bits, cell.width, cell.type, cell.value = bits, t.width, t, value
             return store_variable
         if isinstance(target, ast.Index) and not _is_vgpr(target) and not _is_memory(target):
             base, view = target.base, None
@@ -908,6 +910,8 @@ class Compiler:
                 if cell is None or cell.__class__ is list:
                     raise PcodeRuntimeError(f"{name} read before it is set" if cell is None
                                             else f"the array {name} used whole")
+                if cell.value is not None:
+                    return cell.value
                 t = cell.type
                 if t.__class__ is IntType:
                     n = cell.bits & t.mask
@@ -1052,7 +1056,7 @@ class Compiler:
                     raise PcodeTypeError(f"{name} takes {len(params)} arguments")
                 values = [a(ctx) for a in args]
                 saved = ctx.locals
-                ctx.locals = {p: Cell(bits_of(v), v[0].width, v[0]) for p, v in zip(params, values)}
+                ctx.locals = {p: Cell(bits_of(v), v[0].width, v[0], value=v) for p, v in zip(params, values)}
                 try:
                     body(ctx)
                 except _Return as r:

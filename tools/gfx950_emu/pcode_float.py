@@ -150,14 +150,6 @@ def round_ratio(fmt: Format, sign: int, num: int, den: int, e: int = 0, unbounde
     return round_finite(fmt, sign, q, e - k, sticky=r != 0, unbounded=unbounded)
 
 
-def _nan_result(fmt: Format, operands) -> int | None:
-    """The quieted first NaN among (format, bits) operands, in fmt; None if no NaN."""
-    for ofmt, bits in operands:
-        if is_nan(ofmt, bits):
-            return quiet(fmt, convert(ofmt, bits, fmt))
-    return None
-
-
 def convert(src: Format, bits: int, dst: Format) -> int:
     """A value of src as dst: exact or rounded once; NaN kept NaN (not quieted)."""
     if src is dst:
@@ -310,14 +302,6 @@ def _ordinal(kind, sign, m, e):
     if kind == INF:
         return (-1 if sign else 1, 0, 0)
     return (0, -m if sign else m, e)
-
-
-def exact_value(fmt: Format, bits: int):
-    """(sign, m, e) of a finite value; ValueError for inf / NaN."""
-    kind, sign, m, e = decode(fmt, bits)
-    if kind != FINITE:
-        raise ValueError("not a finite value")
-    return sign, m, e
 
 
 _DEC = decimal.Context(prec=60, Emax=10**6, Emin=-10**6)

@@ -23,7 +23,7 @@ import math
 
 from . import pcode_float as fp
 from .pcode_values import (BF16, ENCODING_TYPES, F16, F32, F64, I32, I64, U1, U32, U64,
-                           FloatType, IntType, PcodeTypeError, bits_of, boolean, int_type)
+                           FloatType, IntType, PcodeTypeError, bits_of, boolean)
 
 
 class PcodeUndefined(NotImplementedError):

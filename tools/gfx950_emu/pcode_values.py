@@ -44,9 +44,6 @@ class IntType:
         n &= self.mask
         return n - self.size if n >= self.half else n
 
-    def from_bits(self, bits: int) -> int:
-        return self.wrap(bits)
-
 
 class FloatType:
     __slots__ = ("fmt", "width", "name")
