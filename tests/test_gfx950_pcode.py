@@ -712,12 +712,16 @@ def test_sdwa_selects_and_places_fields():
     assert out == {"D0": 0x5200}
     assert d0("v_and_b32", {"S0": 0xABCD_1234, "S1": 0xFF0F}, modifiers={"src0_sel": "WORD_1"}) == 0xAB0D
     assert d0("v_sub_u32", {"S0": 0x100, "S1": 0x1234_5678}, modifiers={"src1_sel": "BYTE_0"}) == 0x100 - 0x78
-    assert d0("v_lshlrev_b32", {"S0": 0xFFFF_FF04, "S1": 1}, modifiers={"src1_sel": "BYTE_0"}) == 0x100 >> 8 << 8 >> 8 \
-        if False else d0("v_lshlrev_b32", {"S0": 4, "S1": 0x0000_0101}, modifiers={"src1_sel": "BYTE_0"}) == 0x10
+    assert d0("v_lshlrev_b32", {"S0": 4, "S1": 0x0000_0101}, modifiers={"src1_sel": "BYTE_0"}) == 0x10
     assert evaluate("v_cmp_ne_u32", {"S0": 0x1200, "S1": 0}, lane=4, modifiers={"src0_sel": "BYTE_0"}) == {"D0": 0}
     assert evaluate("v_cmp_lt_i16", {"S0": 0xFFFF_0001, "S1": 0}, lane=4, modifiers={"src0_sel": "WORD_1"}) == {"D0": 1 << 4}
-    preserved = evaluate("v_or_b32", {"S0": 0x1, "S1": 0x2, "D0": 0xAABBCCDD}, modifiers={"dst_sel": "WORD_1"})
+    preserved = evaluate("v_or_b32", {"S0": 0x1, "S1": 0x2, "D0": 0xAABBCCDD},
+                         modifiers={"dst_sel": "WORD_1", "dst_unused": "UNUSED_PRESERVE"})
     assert preserved == {"D0": 0x0003CCDD}
+    signed = evaluate("v_or_b32", {"S0": 0x80, "S1": 0}, modifiers={"dst_sel": "BYTE_1", "dst_unused": "UNUSED_SEXT"})
+    assert signed == {"D0": 0xFFFF8000}
+    with pytest.raises(UnsupportedModifier):
+        evaluate("v_or_b32", {"S0": 1, "S1": 2}, modifiers={"dst_sel": "BYTE_1"})
 
 
 def test_evaluate_takes_numpy_integers_and_is_quick_enough():

@@ -498,14 +498,14 @@ def _sdwa_sources(regs: dict, mods: dict):
 
 def _apply_sdwa_destination(prog: Program, ctx: Context, mods: dict, inputs: dict):
     """SDWA's dst_sel: the result's low byte / word placed in the selected field; the other
-    bits zero (UNUSED_PAD), the field's sign (UNUSED_SEXT) or the old D0 (UNUSED_PRESERVE,
-    the default)."""
-    sel = mods.get("dst_sel")
-    unused = mods.get("dst_unused", "UNUSED_PRESERVE")
+    bits zero (UNUSED_PAD), the field's sign (UNUSED_SEXT) or the old D0 (UNUSED_PRESERVE)."""
+    sel, unused = mods.get("dst_sel"), mods.get("dst_unused")
     if sel is None:
-        if "dst_unused" in mods:
+        if unused is not None:
             raise UnsupportedModifier("dst_unused without dst_sel")
         return
+    if unused is None:
+        raise UnsupportedModifier("dst_sel without dst_unused (the listings print both)")
     if sel not in _SDWA_SELECT or unused not in ("UNUSED_PAD", "UNUSED_SEXT", "UNUSED_PRESERVE"):
         raise UnsupportedModifier(f"dst_sel:{sel} dst_unused:{unused}")
     if "D0" not in ctx.written:

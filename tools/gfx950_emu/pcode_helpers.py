@@ -200,8 +200,9 @@ def i32_to_f32(ctx, x):
 
 
 def f32_to_u32(ctx, x):
-    """Truncation toward zero, clamped to [0, 2**32-1], NaN to 0 [reading: the ISA guides'
-    notes for V_CVT_U32_F32 describe this clamp; not pseudocode]."""
+    """Truncation toward zero, clamped to [0, 2**32-1], NaN to 0 [the RDNA3/RDNA4 guides'
+    notes on V_CVT_U32_F32: "out-of-range floating point values (including infinity)
+    saturate. NAN is converted to 0"; the CDNA entries carry no notes]."""
     t = _float_arg("f32_to_u32", x)
     return (U32, fp.to_int_toward_zero(t.fmt, x[1], 0, 0xFFFFFFFF))
 
