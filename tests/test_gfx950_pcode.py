@@ -518,6 +518,10 @@ def test_v_cvt_scalef32_pk_fp8_f32_matches_torch_float8_e4m3fn():
             assert high == 0xBEEF | (expect[i + 1] << 8 | expect[i]) << 16
     assert _torch_fp8(np.array([np.nan], dtype=np.float32)) == [0x7F]
     assert d0("v_cvt_scalef32_pk_fp8_f32", {"S0": 0x7FC00000, "S1": 0xFFC00000, "S2": f32(1.0)}) == 0xFF7F
+    # MODE.FP16_OVFL clear (the kernels set it): overflow is NaN, not +-448; in range unchanged
+    plain = {"S2": f32(1.0), "WAVE_MODE.FP16_OVFL": 0}
+    assert d0("v_cvt_scalef32_pk_fp8_f32", {"S0": f32(1000.0), "S1": f32(-float("inf")), **plain}) == 0xFF7F
+    assert d0("v_cvt_scalef32_pk_fp8_f32", {"S0": f32(463.0), "S1": f32(-2.0), **plain}) == 0xC07E
 
 
 def test_v_cvt_scalef32_pk_bf16_fp4_is_the_e2m1_table_times_the_scale():

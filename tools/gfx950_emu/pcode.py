@@ -16,8 +16,10 @@ What a run takes:
   write part of it or read it, e.g. v_fmac_f32), VCC and EXEC (64-bit masks; VCC is also
   the e64 forms' SGPR-pair condition or carry), SCC, M0, SIMM16, SIMM32, OPSEL, PC, the
   memory operands (ADDR, DATA, DATA2, VADDR, SRSRC, SOFFSET, SADDR, SBASE, OFFSET...),
-  SRC0 / VDST (register numbers, with vgpr=), and "WAVE_MODE.IEEE" (default 1: the kernels
-  run with ieee_mode 1). `input_names(opcode)` lists what an opcode's pseudocode reads.
+  SRC0 / VDST (register numbers, with vgpr=), and the MODE bits "WAVE_MODE.IEEE" and
+  "WAVE_MODE.FP16_OVFL" (both default 1, as the kernels run: ieee_mode 1 in their
+  descriptors, FP16_OVFL set by their first s_setreg_imm32_b32).
+  `input_names(opcode)` lists what an opcode's pseudocode reads.
 - lane: laneId (0..63).
 - vgpr: a [64][512] array-like of uint32 for the cross-lane instructions (v_readlane,
   v_readfirstlane, v_permlane*_swap, ds_bpermute); without it VGPR[laneId][SRC0.u32] is S0
@@ -145,17 +147,27 @@ READINGS = {
         "these factors give back N/D; rounding once is what makes a subnormal quotient "
         "correctly rounded, which LLVM relies on when it emits this sequence for IEEE division "
         "(tests/test_gfx950_pcode.py shows both the text's 2**32 and a second rounding failing); "
-        "tinygrad's emulator, which its CI checks on AMD hardware, also scales by 2**+-64",
+        "AMD's rocjitsu emulator (ROCm/rocm-systems emulation/rocjitsu, division.h: 'the public "
+        "pseudocode's ... fixed FMAS factors do not reproduce these instructions', measured on "
+        "gfx1100 / gfx1201) selects the same factor by exponent(S2) > bias and rounds once; "
+        "tinygrad's emulator also scales by 2**+-64",
     ),
     "v_div_fixup_f32": (
         "a NaN quotient S0 reaching the last branch gives +-infinity, not AMD's text's "
         "+-abs(NaN): with S1, S2 finite and nonzero, the quotient of LLVM's division sequence is "
         "NaN there only when the scaled quotient overflowed (inf - inf in the Newton steps), "
         "i.e. |S2 / S1| is past the f32 range, whose correctly rounded value is +-infinity "
-        "(tests/test_gfx950_pcode.py shows the text's NaN); a third party measured +-infinity "
-        "there on RDNA3/RDNA4 hardware, and tinygrad's emulator makes the same change",
+        "(tests/test_gfx950_pcode.py shows the text's NaN); AMD's rocjitsu emulator gives "
+        "the overflow (+-infinity) for any infinite or NaN quotient there, and tinygrad's "
+        "emulator makes the same change",
     ),
 }
+# Not a reading, a warning for comparisons with an emulator: rocjitsu's V_DIV_SCALE (division.h,
+# measured on RDNA3/RDNA4) also scales where this text does not: a denominator with exponent
+# field >= 253 (the text's `1.0 / 64'F(S1.f32) == DENORM.f64` is never true for an f32
+# denominator), an exponent difference <= -96 rather than a subnormal S2 / S1, a numerator
+# exponent field up to 24 rather than 23, and its 0 / 0 NaN is 0xffc00000. LLVM's sequence
+# gives the correctly rounded quotient with either; the single instruction differs there.
 # The replacements READINGS describes that are changes to the text: opcode -> (AMD's line, ours).
 _REPLACED_LINES = {
     "v_div_fmas_f32": ("D0.f32 = 2.0F ** 32 * fma(S0.f32, S1.f32, S2.f32)",
@@ -287,8 +299,11 @@ class Outcome:
     variables: dict     # the program's scalar variables at the end -> bits
 
 
+# MODE bits a run may set (default 1: the kernels' descriptors set ieee_mode, and each of
+# them sets FP16_OVFL, MODE bit 23, with s_setreg_imm32_b32 hwreg(HW_REG_MODE, 23, 1), 1).
+_MODE_INPUTS = {"WAVE_MODE.IEEE", "WAVE_MODE.FP16_OVFL"}
 _GENERAL_INPUTS = {"S0", "S1", "S2", "D0", "D1", "VCC", "EXEC", "SCC", "M0", "PC", "SRC0", "VDST",
-                   "OPSEL", "WAVE_MODE.IEEE", "SIMM16", "SIMM32"}
+                   "OPSEL", "SIMM16", "SIMM32"} | _MODE_INPUTS
 _CACHE_POLICY = {"sc0", "sc1", "nt"}
 _DPP = {"quad_perm", "row_shl", "row_shr", "row_ror", "row_bcast", "row_mask", "bank_mask",
         "bound_ctrl", "row_mirror", "row_half_mirror", "wave_shl", "wave_shr", "wave_rol", "wave_ror"}
@@ -334,7 +349,7 @@ def _run(opcode, inputs, lane, vgpr, modifiers, memory, literal) -> Context:
     prog = program(opcode, literal)
     if lane.__class__ is not int or not 0 <= lane < 64:
         raise ValueError(f"lane {lane!r}: a wave64 lane is 0..63")
-    regs, ieee = _input_registers(prog, inputs)
+    regs, wave_mode = _input_registers(prog, inputs)
     if modifiers:
         mods = dict(modifiers)
         inst_fields = _apply_source_modifiers(prog, regs, mods)
@@ -342,7 +357,7 @@ def _run(opcode, inputs, lane, vgpr, modifiers, memory, literal) -> Context:
         mods, inst_fields = {}, {}
         if prog.reads_opsel and "OPSEL" not in regs:
             regs["OPSEL"] = Cell(0, 4, name="OPSEL")   # no op_sel printed: the field is 0
-    ctx = Context(regs, lane, vgpr, memory, ieee, inst_fields, mods, _call_instruction)
+    ctx = Context(regs, lane, vgpr, memory, wave_mode, inst_fields, mods, _call_instruction)
     prog.run(ctx)
     if prog.name in READINGS and not literal:
         _apply_readings(prog, ctx, lane, inputs)
@@ -352,7 +367,7 @@ def _run(opcode, inputs, lane, vgpr, modifiers, memory, literal) -> Context:
 
 
 def _input_registers(prog: Program, inputs: dict):
-    regs, ieee = {}, 1
+    regs, wave_mode = {}, {"IEEE": 1, "FP16_OVFL": 1}
     allowed, widths = prog.allowed_inputs, pcode_eval.REGISTER_WIDTHS
     for name, bits in inputs.items():
         if name not in allowed:
@@ -364,8 +379,8 @@ def _input_registers(prog: Program, inputs: dict):
             bits = operator.index(bits)
         if bits < 0:
             raise ValueError(f"input {name}={bits!r}: inputs are non-negative bit patterns")
-        if name == "WAVE_MODE.IEEE":
-            ieee = bits & 1
+        if name in _MODE_INPUTS:
+            wave_mode[name.split(".")[1]] = bits & 1
             continue
         width = widths.get(name, 64)
         if bits >> width:
@@ -374,7 +389,7 @@ def _input_registers(prog: Program, inputs: dict):
     for flag, mask in prog.derived_flags:
         if flag not in regs and mask in regs:
             regs[flag] = Cell(int(regs[mask].bits == 0), 1, name=flag)
-    return regs, ieee
+    return regs, wave_mode
 
 
 def _padded(flags, count: int, default: int) -> list:
@@ -544,7 +559,7 @@ def _call_instruction(name: str, values, caller: Context):
     its S0, S1, ... are the arguments' bits; its value is D0 as its last write typed it."""
     prog = program(name)
     regs = {f"S{i}": Cell(bits_of(v), 64, name=f"S{i}") for i, v in enumerate(values)}
-    ctx = Context(regs, caller.lane, None, None, caller.ieee, {}, {}, _call_instruction)
+    ctx = Context(regs, caller.lane, None, None, caller.wave_mode, {}, {}, _call_instruction)
     prog.run(ctx)
     t = ctx.last_type.get("D0")
     if t is None:

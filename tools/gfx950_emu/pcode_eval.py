@@ -82,9 +82,9 @@ class _Return(Exception):
 class Context:
     """One run: registers (name -> Cell), what was written (name -> bit mask), variables,
     lambdas, the lane, optional register file and memory, the wave's mode and the
-    instruction's encoding fields (INST.*) and modifiers."""
+    instruction's encoding fields (INST.*) and modifiers.""" 
 
-    def __init__(self, registers, lane, vgpr, memory, ieee, inst_fields, modifiers, resolve_instruction):
+    def __init__(self, registers, lane, vgpr, memory, wave_mode, inst_fields, modifiers, resolve_instruction):
         self.regs = registers
         registers["laneId"] = Cell(lane, 32, name=None)
         self.written = {}
@@ -97,7 +97,7 @@ class Context:
         self.memory = memory
         self.memory_writes = {}   # byte address -> byte
         self.memory_log = []      # (address, width in bits, bits) per write
-        self.ieee = ieee
+        self.wave_mode = wave_mode   # {"IEEE": 0/1, "FP16_OVFL": 0/1}: the MODE bits modelled
         self.inst_fields = inst_fields
         self.modifiers = modifiers
         self.resolve_instruction = resolve_instruction
@@ -933,9 +933,9 @@ class Compiler:
                 value = helpers.named_constant(base.name, member)
                 return lambda ctx: value
             if base.name == "WAVE_MODE":
-                if member != "IEEE":
+                if member not in ("IEEE", "FP16_OVFL"):
                     raise helpers.PcodeUndefined(f"WAVE_MODE.{member} is not modelled")
-                return lambda ctx: (U1, int(ctx.ieee))
+                return lambda ctx: (U1, ctx.wave_mode[member])
             if base.name == "INST":
                 def inst_field(ctx):
                     if member not in ctx.inst_fields:

@@ -13,8 +13,10 @@ rounding boundary.
 NaN results (the pseudocode says nothing of their bits; these are this module's reading):
 an operation with a NaN operand returns the first NaN operand made quiet (sign and payload
 kept, as IEEE 754 recommends); an invalid operation (inf - inf, 0 * inf, 0 / 0, inf / inf,
-log2 of a negative number) returns the format's default NaN, positive with only the quiet
-bit set (0x7fc00000 for f32). Converting a NaN between formats keeps its sign, its quiet
+log2 of a negative number) returns the format's default NaN, the sign and quiet bits set
+(0xffc00000 for f32): the NaN AMD's own pseudocode writes for 0/0 in V_DIV_FIXUP_F32 /
+_F16 / _F64 (32'F(0xffc00000), 16'F(0xfe00), 64'F(0xfff8000000000000)), and the one AMD's
+rocjitsu emulator produces for invalid operations in its division helpers. Converting a NaN between formats keeps its sign, its quiet
 bit and the top of its payload, and does not quiet it (the pseudocode quiets with
 cvtToQuietNAN where it means to)."""
 from __future__ import annotations
@@ -56,7 +58,7 @@ class Format:
 
     @property
     def default_nan(self) -> int:
-        return self.exp_mask | self.quiet_bit
+        return self.sign_bit | self.exp_mask | self.quiet_bit
 
     @property
     def inf(self) -> int:

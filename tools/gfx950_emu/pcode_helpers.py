@@ -260,12 +260,16 @@ def fp4_to_bf16_scale(ctx, x, scale):
 
 
 def f32_to_fp8_scale(ctx, x, scale):
-    """x / 2**(scale - 127) to E4M3 [OCP OFP8], rounded once to nearest even, saturating:
-    a magnitude past 448 (infinity included) gives +-448, NaN gives 0x7F with x's sign
-    [reading: torch's float8_e4m3fn conversion, which tests/test_gfx950_pcode.py checks;
-    the division by the scale is the direction MLIR's arith.scaling_truncf lowers to this
-    instruction with (llvm-project mlir/lib/Conversion/ArithToAMDGPU)]. A scale of 0xFF
-    gives NaN [OCP]."""
+    """x / 2**(scale - 127) to E4M3 [OCP OFP8], rounded once to nearest even [IEEE]. The
+    division by the scale is the direction MLIR's arith.scaling_truncf lowers to this
+    instruction with (llvm-project mlir/lib/Conversion/ArithToAMDGPU). Past the largest
+    finite value (448), with MODE.FP16_OVFL set, as the kernels set it: +-448, infinity
+    included; with it clear: NaN (0x7F with x's sign) [reading: FP16_OVFL is the MODE bit
+    that "selects finite overflow behavior for f32->f8" (ROCm/rocm-systems PR 9030, AMD's
+    rocjitsu emulator), which Triton sets for every kernel with an f32 -> fp8 cast; the
+    saturated values are torch's float8_e4m3fn conversion, which tests/test_gfx950_pcode.py
+    checks; what the hardware gives for an infinite source is not public]. NaN gives 0x7F
+    with x's sign; a scale of 0xFF (E8M0's NaN) gives NaN [OCP]."""
     t = _float_arg("f32_to_fp8_scale", x)
     exp = _e8m0_scale("f32_to_fp8_scale", scale)
     kind, s, m, e = fp.decode(t.fmt, x[1])
@@ -273,10 +277,11 @@ def f32_to_fp8_scale(ctx, x, scale):
     if exp is None or kind == fp.NAN:
         return nan
     if kind == fp.INF:
-        return (ENCODING_TYPES["fp8"], (s << 7) | 0x7E)
+        return (ENCODING_TYPES["fp8"], (s << 7) | 0x7E) if ctx.wave_mode["FP16_OVFL"] else nan
     magnitude = fp.round_finite(fp.E4M3, 0, m, e - exp, unbounded=True)
-    bits = (s << 7) | min(magnitude, 0x7E)
-    return (ENCODING_TYPES["fp8"], bits)
+    if magnitude > 0x7E:
+        return (ENCODING_TYPES["fp8"], (s << 7) | 0x7E) if ctx.wave_mode["FP16_OVFL"] else nan
+    return (ENCODING_TYPES["fp8"], (s << 7) | magnitude)
 
 
 # ---------------------------------------------------------------- addresses [reading]
@@ -383,7 +388,7 @@ def named_constant(name: str, member: str | None):
     t = {"f16": F16, "bf16": BF16, "f32": F32, "f64": F64}.get(member) if member else None
     if member and t is None:
         raise PcodeUndefined(f"{name}.{member}")
-    if name == "NAN":       # [reading] the default quiet NaN, positive
+    if name == "NAN":       # [reading] the default NaN of pcode_float (0xffc00000 as f32)
         t = t or F32
         return (t, t.fmt.default_nan)
     if name == "INF":       # [IEEE] +infinity; a double unless viewed
