@@ -1196,8 +1196,10 @@ if GLUON_AVAILABLE:
         nope = gl.minimum(nope_rows, last_row) + _gluon_axis(NOPE_BYTES, 2, NOPE_COPY)
         rope = gl.minimum(rope_rows, last_row) + NOPE_BYTES + _gluon_axis(ROPE_BYTES, 2, ROPE_COPY)
         if ARCH == "cdna4":
-            # Buffer loads: 32-bit offsets from a scalar base, straight into LDS (the
-            # hardware's range check would drop a lane outside the buffer).
+            # Buffer loads: 32-bit offsets from a scalar base, straight into LDS. The
+            # descriptor's num_records is Triton's 0x7ffffffe, so the hardware's range check
+            # bounds nothing but offsets of 2 GiB and more: the clamps above keep every row
+            # inside the buffer (the gfx950 emulator checks each address against the tensor).
             gl_cdna4.async_copy.buffer_load_to_shared(nope_dst, base, nope)
             gl_cdna4.async_copy.buffer_load_to_shared(rope_dst, base, rope)
             gl_cdna4.async_copy.commit_group()

@@ -13,6 +13,8 @@ masked lanes' offset 0x80000000: every other lane must lie inside a tensor, whic
 extent check decides."""
 from __future__ import annotations
 
+import re
+
 import numpy as np
 
 from . import numerics as nm
@@ -660,18 +662,27 @@ def _bpermute(ins, kernel):
     return run, 1
 
 
+_SWAP = re.compile(r"swizzle\(SWAP,(\d+)\)$")
+
+
 @register("ds_swizzle_b32")
 def _swizzle(ins, kernel):
-    check_modifiers(ins, {"swizzle"})
-    pattern = ins.modifiers.get("swizzle", "")
-    import re
-    m = re.match(r"swizzle\(SWAP,(\d+)\)$", pattern)
-    if not m:
-        raise NotImplementedInstruction(f"ds_swizzle offset {pattern}")
-    xor = int(m.group(1))
+    """Bitmask mode (the kernels' swizzle(SWAP, n) is and 0x1f, or 0, xor n): within each
+    32 lanes, lane i reads lane ((i & and) | or) ^ xor; an inactive source reads 0."""
+    check_modifiers(ins, {"swizzle", "offset"})
+    if "swizzle" in ins.modifiers:
+        m = _SWAP.match(ins.modifiers["swizzle"])
+        if not m:
+            raise NotImplementedInstruction(f"ds_swizzle offset {ins.modifiers['swizzle']}")
+        offset = 0x1F | (int(m.group(1)) << 10)
+    else:
+        offset = ins.modifiers.get("offset", 0)
+    if offset & 0x8000:
+        raise NotImplementedInstruction(f"ds_swizzle offset {offset:#x} (quad-perm / FFT / rotate modes)")
+    and_mask, or_mask, xor_mask = offset & 0x1F, (offset >> 5) & 0x1F, (offset >> 10) & 0x1F
     dst = vgpr_row(ins.operands[0])
     data_row = vgpr_row(ins.operands[1])
-    src = (LANES & ~31) | ((LANES & 31) ^ xor)
+    src = (LANES & ~31) | (((LANES & and_mask) | or_mask) ^ xor_mask)
 
     def run(wave):
         values = np.where(wave.exec[src], wave.v[data_row][src], U32(0))
@@ -708,6 +719,10 @@ def _compile_ds_read_tr(ins, kernel):
         if not wave.exec_all:
             raise NotImplementedInstruction("a transpose read with a partial EXEC")
         base = nm.lanes(addr(wave), np.int64) + offset
+        if (base % 8).any():
+            wave.machine.violation(wave, "misaligned lds access", "a transpose read's address is not 8-byte "
+                                   "aligned (the ISA requires it aligned to the data size)", ins,
+                                   np.flatnonzero(base % 8))
         raw, release = lds_read(wave, ins, base, 8)                          # [64, 8] bytes
         elements = raw.view(np.uint8 if bits == 8 else np.uint16)           # [64, n]
         out_lane = LANES % 16

@@ -12,8 +12,11 @@ row i's (column j's) scale for the 32 elements of k block b is in lane i + 16 b 
 in the byte of its scale register that op_sel (bit 0) and op_sel_hi (bit 1) select.
 
 Numerics: the products are exact in float64 and summed there, C added, and the result
-rounded to float32 once; the hardware's internal order and rounding may differ from this
-by rounding steps (see docs/gfx950.md)."""
+rounded to float32 once (to nearest even; denormals kept); AMD does not document the
+summation order, so the hardware's result may differ from this by a few rounding steps
+(docs/gfx950.md). A finite result beyond float32 is clamped to +-FLT_MAX when MODE.FP16_OVFL
+(bit 23) is set, else it is +-Inf. An MFMA ignores EXEC (every lane takes part)
+(AMD's CDNA4 ISA guide, the MFMA chapter, as /work/research notes cite)."""
 from __future__ import annotations
 
 import numpy as np
@@ -84,6 +87,8 @@ def c_matrix(regs: np.ndarray) -> np.ndarray:
     """[4 registers, 64 lanes] -> C [16, 16]."""
     return regs.reshape(4, 4, 16).transpose(1, 0, 2).reshape(16, 16)
 
+
+FLT_MAX = float(np.finfo(np.float32).max)
 
 _SHAPES = {
     "v_mfma_f32_16x16x32_bf16": (32, "bf16", "bf16"),

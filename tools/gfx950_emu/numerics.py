@@ -65,22 +65,25 @@ def two_sum(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return s, err
 
 
-def fma_f32(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
-    """a * b + c rounded once to float32 (a, b, c float32 arrays). The float64 sum of the
-    exact product and c rounds to the right float32 unless it lands exactly on a float32
-    midpoint (or in the float32 subnormals), where its lost remainder decides."""
-    p = a.astype(np.float64) * b.astype(np.float64)   # exact
-    s = p + c.astype(np.float64)
+def fma_f32(a: np.ndarray, b: np.ndarray, c: np.ndarray, exponent=0) -> np.ndarray:
+    """(a * b + c) * 2^exponent rounded once to float32 (a, b, c float32 arrays; exponent an
+    int or an int array). The float64 sum of the exact product and c rounds to the right
+    float32 unless it lands exactly on a float32 midpoint (or in the float32 subnormals),
+    where its lost remainder decides."""
+    scale = np.exp2(np.asarray(exponent, dtype=np.float64))
+    p = a.astype(np.float64) * b.astype(np.float64) * scale   # exact (a power of two)
+    cs = c.astype(np.float64) * scale
+    s = p + cs
     r = s.astype(F32)
     low = s.view(np.uint64) & np.uint64(0x1FFF_FFFF)  # the 29 mantissa bits float32 drops
     suspect = (low == np.uint64(0x1000_0000)) | (np.abs(r) < F32(1.1754944e-38))
     if not suspect.any():
         return r
-    s, e = two_sum(p, c.astype(np.float64))
+    s, e = two_sum(p, cs)
     out = round_f64_to_f32(s, np.where(np.isfinite(s), e, 0.0))
     special = ~np.isfinite(s)
     if special.any():
-        out = np.where(special, (a * b + c).astype(F32), out)
+        out = np.where(special, s.astype(F32), out)
     return out
 
 
@@ -134,24 +137,25 @@ def e8m0_to_f64(code: np.ndarray) -> np.ndarray:
     return np.where(code == 0xFF, np.nan, np.exp2(code.astype(np.float64) - 127.0))
 
 
-# The e4m3fn codes as float64, and the midpoints between consecutive positive ones: rounding
-# a magnitude to e4m3 is a search among them (ties to the even code).
-_E4M3_POSITIVE = e4m3_bits_to_f64(np.arange(0x7F))  # 0 .. 448, code = index
-
-
 def f64_to_e4m3_bits(x: np.ndarray, saturate: bool) -> np.ndarray:
     """float64 (already exact: a float32 times a power of two) -> e4m3fn code, round to
     nearest, ties to the even code; beyond 448 (past the tie at 464 with the NaN code's
-    place): 448 if saturate, else NaN (0x7F with the sign); NaN -> 0x7F."""
+    place) and +-Inf: +-448 if saturate (MODE.FP16_OVFL, as the CDNA4 ISA guide states), else
+    NaN (0x7F with the sign); NaN -> NaN."""
     x = np.asarray(x, dtype=np.float64)
-    sign = np.where(np.signbit(x), 0x80, 0)
+    sign = np.where(np.signbit(x), 0x80, 0).astype(np.int64)
     mag = np.abs(x)
-    upper = np.clip(np.searchsorted(_E4M3_POSITIVE, mag), 0, 0x7E)   # first code >= mag (or 448)
-    lower = np.maximum(upper - 1, 0)
-    d_up = _E4M3_POSITIVE[upper] - mag
-    d_down = mag - _E4M3_POSITIVE[lower]
-    take_lower = (d_down < d_up) | ((d_down == d_up) & (lower % 2 == 0))
-    code = np.where((d_up > 0) & take_lower, lower, upper)
-    code = np.where(mag > 464.0, 0x7E if saturate else 0x7F, code)
+    fraction, k = np.frexp(mag)                        # mag = fraction * 2^k, fraction in [0.5, 1)
+    exponent = k.astype(np.int64) - 1                  # mag = (2 fraction) * 2^exponent
+    subnormal = exponent < -6
+    # normal: 3 mantissa bits rounded to even (a carry into the exponent is the next code);
+    # subnormal: multiples of 2^-9 (code 8 is the smallest normal, 2^-6)
+    mantissa = np.rint((2.0 * fraction - 1.0) * 8.0).astype(np.int64)
+    normal_code = ((exponent + 7) << 3) + mantissa
+    sub_code = np.rint(mag * 512.0).astype(np.int64)
+    code = np.where(subnormal, sub_code, normal_code)
+    code = np.where(mag == 0, 0, code)
+    code = np.where(code > 0x7E, 0x7E if saturate else 0x7F, code)
+    code = np.where(np.isinf(x), 0x7E if saturate else 0x7F, code)
     code = np.where(np.isnan(x), 0x7F, code)
     return (code | sign).astype(np.uint32)

@@ -90,43 +90,38 @@ def _exponent(bits):
     return (np.asarray(bits, dtype=U32) >> U32(23)) & U32(0xFF)
 
 
+DEFAULT_NAN = U32(0xFFC00000)   # AMD's NaN (V_DIV_FIXUP_F32's 0/0)
+
+
+def _ldexp_bits(f, n):
+    return (np.asarray(f, dtype=F32).astype(np.float64) * 2.0 ** n).astype(F32).view(U32)
+
+
 def div_scale_f32(s0, s1, s2):
-    """V_DIV_SCALE_F32 -> (D bits, VCC lanes)."""
-    f0, f1, f2 = (nm.lanes(x, U32).view(F32) for x in (s0, s1, s2))
-    b0 = f0.view(U32)
+    """V_DIV_SCALE_F32 -> (D bits, VCC lanes), the pseudocode's cases in order (S1 the
+    denominator, S2 the numerator); D is S0 where no case writes it."""
+    b0 = nm.lanes(s0, U32)
+    f0, f1, f2 = b0.view(F32), nm.lanes(s1, U32).view(F32), nm.lanes(s2, U32).view(F32)
     e1, e2 = _exponent(f1.view(U32)).astype(np.int64), _exponent(f2.view(U32)).astype(np.int64)
-    # the usual case, none of the pseudocode's special cases: D = S0, VCC = 0 (for float32
-    # inputs 1 / S1 is never a float64 denormal)
-    quotient = np.abs(f2.astype(np.float64) / f1.astype(np.float64))
-    usual = (f1 != 0) & (f2 != 0) & (e2 - e1 < 96) & (e1 != 0) & (e2 > 23) & (quotient >= 2.0 ** -126)
-    if usual.all():
-        return b0, np.zeros(64, dtype=bool)
-    d = f0.astype(np.float64)
-    vcc = np.zeros(64, dtype=bool)
+    # "S2.f32 / S1.f32 == DENORM": the float32 quotient (rounded) is a denormal;
+    # "1.0 / 64'F(S1.f32) == DENORM.f64" never holds for a float32 S1
+    quotient = np.abs(f2 / f1)
+    q_denorm = (quotient != 0) & (quotient < F32(1.1754944e-38))
     zero = (f2 == 0) | (f1 == 0)
     big = ~zero & (e2 - e1 >= 96)
     denorm1 = ~zero & ~big & (e1 == 0)
-    inv = 1.0 / f1.astype(np.float64)
-    quotient = (f2 / f1)
-    inv_denorm = np.abs(inv) < 2.0 ** -1022
-    q_denorm = (np.abs(quotient) < np.float32(2.0 ** -126)) & (quotient != 0)
-    case4 = ~zero & ~big & ~denorm1 & inv_denorm & q_denorm
-    case5 = ~zero & ~big & ~denorm1 & ~case4 & inv_denorm
-    case6 = ~zero & ~big & ~denorm1 & ~case4 & ~case5 & q_denorm
-    case7 = ~zero & ~big & ~denorm1 & ~case4 & ~case5 & ~case6 & (e2 <= 23)
-    up = np.ldexp(f0.astype(np.float64), 64)
-    down = np.ldexp(f0.astype(np.float64), -64)
-    d = np.where(big & (f0 == f1), up, d)
-    d = np.where(denorm1, up, d)
-    d = np.where(case4 & (f0 == f1), up, d)
-    d = np.where(case5, down, d)
-    d = np.where(case6 & (f0 == f2), up, d)
-    d = np.where(case7, up, d)
-    vcc = big | case4 | case6
-    out = d.astype(F32).view(U32)
-    out = np.where(zero, U32(0x7FC0_0000), out)
-    out = np.where(~zero & ~(big | denorm1 | case4 | case5 | case6 | case7), b0, out)
-    return out, vcc
+    scale_num = ~zero & ~big & ~denorm1 & q_denorm
+    tiny_num = ~zero & ~big & ~denorm1 & ~q_denorm & (e2 <= 23)
+    if not (zero | big | denorm1 | scale_num | tiny_num).any():
+        return b0, np.zeros(64, dtype=bool)
+    up = _ldexp_bits(f0, 64)
+    out = b0.copy()
+    out = np.where(zero, DEFAULT_NAN, out)
+    out = np.where(big & (f0 == f1), up, out)
+    out = np.where(denorm1, up, out)
+    out = np.where(scale_num & (f0 == f2), up, out)
+    out = np.where(tiny_num, up, out)
+    return out, big | scale_num
 
 
 def div_fixup_f32(s0, s1, s2):
@@ -135,12 +130,16 @@ def div_fixup_f32(s0, s1, s2):
     b1, b2 = f1.view(U32), f2.view(U32)
     sign = ((b1 ^ b2) & U32(0x8000_0000))
     e1, e2 = _exponent(b1).astype(np.int64), _exponent(b2).astype(np.int64)
-    out = (f0.view(U32) & U32(0x7FFF_FFFF)) | sign
+    # the last branch, sign_out ? -|S0| : |S0|, with a NaN quotient (an overflowed scaled
+    # quotient in the division sequence) giving +-inf: the reading under which the sequence
+    # divides correctly (tools/gfx950_emu/pcode.py READINGS, after AMD's rocjitsu)
+    out = np.where(np.isnan(f0), U32(0x7F80_0000), f0.view(U32) & U32(0x7FFF_FFFF)) | sign
     inf = U32(0x7F80_0000) | sign
     zero = sign
     overflow = U32(0x7F80_0000) | sign         # OVERFLOW_F32: +-inf
     underflow = U32(0) | sign                  # UNDERFLOW_F32: +-0
-    usual = np.isfinite(f1) & np.isfinite(f2) & (f1 != 0) & (f2 != 0) & (e2 - e1 >= -150) & (e1 != 255)
+    usual = np.isfinite(f0) & np.isfinite(f1) & np.isfinite(f2) & (f1 != 0) & (f2 != 0) & (e2 - e1 >= -150) & \
+        (e1 != 255)
     if usual.all():
         return out
     conds = [
@@ -228,10 +227,12 @@ OPS = {
     "v_ldexp_f32": (("f32", "i32"), "f32",
                     _u(lambda a, b: np.ldexp(np.asarray(a, dtype=np.float64),
                                              np.clip(np.asarray(b, dtype=np.int64), -400, 400)).astype(F32))),
-    "v_exp_f32": (("f32",), "f32", _u(lambda a: np.exp2(np.asarray(a, dtype=np.float64)).astype(F32))),
-    "v_log_f32": (("f32",), "f32", _u(lambda a: np.log2(np.asarray(a, dtype=np.float64)).astype(F32))),
-    "v_rcp_f32": (("f32",), "f32", _u(lambda a: F32(1.0) / a)),
-    "v_rcp_iflag_f32": (("f32",), "f32", _u(lambda a: F32(1.0) / a)),
+    # the transcendentals: exact results rounded once (the hardware's are within 1 ulp), with
+    # denormal inputs and results flushed to signed zero, as the CDNA4 ISA guide notes
+    "v_exp_f32": (("f32",), "f32", _u(lambda a: _flushed(np.exp2, a))),
+    "v_log_f32": (("f32",), "f32", _u(lambda a: _flushed(np.log2, a))),
+    "v_rcp_f32": (("f32",), "f32", _u(lambda a: _flushed(np.reciprocal, a))),
+    "v_rcp_iflag_f32": (("f32",), "f32", _u(lambda a: _flushed(np.reciprocal, a))),
     "v_cvt_f32_u32": (("u32",), "f32", lambda a: np.asarray(a).astype(F32)),
     "v_cvt_f32_i32": (("i32",), "f32", lambda a: np.asarray(a).astype(F32)),
     "v_cvt_u32_f32": (("f32",), "u32", _u(lambda a: _cvt_u32_f32(a))),
@@ -253,6 +254,19 @@ COMPARES = {
     "neq": lambda a, b: ~np.equal(a, b), "nlt": lambda a, b: ~np.less(a, b),
     "o": lambda a, b: ~(np.isnan(a) | np.isnan(b)), "u": lambda a, b: np.isnan(a) | np.isnan(b),
 }
+
+
+_TINY = np.float32(1.1754944e-38)
+
+
+def _flush(x):
+    """Denormal float32 values to zero of the same sign."""
+    return np.where(np.abs(x) < _TINY, np.copysign(np.float32(0), x), x).astype(F32)
+
+
+def _flushed(fn, a):
+    a = _flush(np.asarray(a, dtype=F32))
+    return _flush(fn(a.astype(np.float64)).astype(F32))
 
 
 def _lanes(*xs):
@@ -637,21 +651,19 @@ def _div_scale(ins, kernel):
 @register("v_div_fmas_f32")
 def _div_fmas(ins, kernel):
     """fma(S0, S1, S2), and where VCC is set (V_DIV_SCALE_F32 scaled an operand by 2^64)
-    the scaling undone: times 2^64 if S2's exponent is at least 127, else 2^-64. (The
-    pseudocode in tinygrad's wheel reads `2.0F ** 32`; the division probe of
-    tests/test_gfx950_emu_probes.py, whose quotients Triton's IEEE division computes,
-    rejects that reading for denormal and huge quotients.)"""
+    the scaling undone within the fma's one rounding: times 2^64 if S2's exponent is above
+    127, else 2^-64. (The pseudocode in tinygrad's wheel reads `2.0F ** 32`; the division
+    probe of tests/test_gfx950_emu_probes.py and AMD's rocjitsu reject that reading:
+    tools/gfx950_emu/pcode.py READINGS.)"""
     check_modifiers(ins, set())
     write = vector_writer(ins.operands[0])
     readers = [vector_reader(op, "f32") for op in ins.operands[1:4]]
 
     def run(wave):
         a, b, c = (nm.lanes(r(wave), U32).view(F32) for r in readers)
-        r = nm.fma_f32(a, b, c)
-        up = _exponent(c.view(U32)) >= 127
-        scaled = (r.astype(np.float64) * np.where(up, 2.0 ** 64, 2.0 ** -64)).astype(F32)
         vcc = unpack_mask(wave.mask64(106))
-        write(wave, np.where(vcc, scaled, r).view(U32))
+        exponent = np.where(vcc, np.where(_exponent(c.view(U32)) > 127, 64, -64), 0)
+        write(wave, nm.fma_f32(a, b, c, exponent).view(U32))
     return run, 1
 
 
@@ -792,7 +804,8 @@ register("v_pk_mul_f32", "v_pk_add_f32", "v_pk_fma_f32")(_compile_pk)
 # ---- gfx950 conversions ----
 @register("v_cvt_scalef32_pk_bf16_fp4")
 def _cvt_pk_bf16_fp4(ins, kernel):
-    """D = two bf16: the nibbles of byte OPSEL[1:0] of S0, times 2^(exponent(S1) - 127)."""
+    """D = two bf16: the nibbles of byte OPSEL[1:0] of S0, times 2^(exponent(S1) - 127)
+    (NaN for exponent 255)."""
     check_modifiers(ins, {"op_sel"})
     op_sel = ins.modifiers.get("op_sel", (0, 0, 0))
     byte = op_sel[0] | (op_sel[1] << 1)
@@ -805,6 +818,7 @@ def _cvt_pk_bf16_fp4(ins, kernel):
         src = (np.asarray(r0(wave), dtype=U32) >> U32(8 * byte)) & U32(0xFF)
         scale = _exponent(r1(wave)).astype(np.int64)
         factor = np.exp2(scale - 127.0)
+        factor = np.where(scale == 255, np.nan, factor)   # e8m0 0xFF is NaN (OCP MX; AMD's host reference)
         lo = nm.e2m1_to_f64(src & U32(0xF)) * factor
         hi = nm.e2m1_to_f64(src >> U32(4)) * factor
         bits = nm.f32_to_bf16_bits(lo.astype(F32)) | (nm.f32_to_bf16_bits(hi.astype(F32)) << U32(16))
