@@ -185,15 +185,20 @@ def _check_decode(offered, out, exact, qo_indptr) -> tuple[bool, str]:
 AITER_BATCHES = (2, 3, 4, 7, 16, 32, 64)  # tried in turn for one that specializes as the benchmark launch
 
 
-def aiter_calls(offered, case: Case, batch: int):
-    """The offered aiter-route launch's Triton calls for an accepted call of `batch`
-    sequences (the case's lengths in turn, at least AITER_MIN_KV_LEN) and a checker of
-    their outputs. The guards take the batch and the token count as arguments, so the
-    batch is chosen for the specialization (AITER_BATCHES)."""
+def aiter_calls(offered, case: Case, batch: int, refused: bool = False):
+    """The offered aiter-route launch's Triton calls for a call of `batch` sequences (the
+    case's lengths in turn) and a checker of their outputs: accepted (every sequence at
+    least AITER_MIN_KV_LEN tokens, kv_indptr the plan's), or refused (a sequence of 16
+    tokens; for the cached variant, the plan's kv_indptr differs), where every Q byte and
+    the Q scale (a8w8) or the KV scale (a16w8) must come out NaN. The guards take the
+    batch and the token count as arguments, so the batch is chosen for the
+    specialization (AITER_BATCHES)."""
     variant = sub.AITER_RUNNERS[offered.launch["metadata"]]
     # lengths a multiple of 16, as at the benchmark shapes (total_kv divisible by 16)
     lengths = tuple(-(-max(n, sub.AITER_MIN_KV_LEN) // 16) * 16 for n in case.lengths)
-    lengths = tuple(lengths[i % len(lengths)] for i in range(batch))
+    lengths = [lengths[i % len(lengths)] for i in range(batch)]
+    if refused and variant is sub.AiterPerCallRunner:
+        lengths[batch // 2] = 16
     gen = torch.Generator().manual_seed(case.seed)
     q = _view_of(torch.randn((batch, 16, 576), generator=gen).to(torch.bfloat16), False)
     kv_indptr = torch.zeros(batch + 1, dtype=torch.int32)
@@ -201,6 +206,10 @@ def aiter_calls(offered, case: Case, batch: int):
     total_kv = int(kv_indptr[-1])
     kv_scale = torch.tensor([0.0123], dtype=torch.float32)
     plan_kv_indptr = kv_indptr.clone()
+    if refused and variant is not sub.AiterPerCallRunner:
+        plan_kv_indptr[1:] += 16   # the plan's sequences are longer than this call's
+    if refused and variant is sub.AiterPerCallRunner:
+        plan_kv_indptr[1:] = torch.arange(1, batch + 1, dtype=torch.int32) * sub.AITER_MIN_KV_LEN  # a valid fallback
     checked = torch.full((batch + 1,), -7, dtype=torch.int32)
     last_page_lens = torch.full((batch,), -7, dtype=torch.int32)
     if variant is sub.AiterPerCallRunner:
@@ -218,7 +227,13 @@ def aiter_calls(offered, case: Case, batch: int):
 
     def check() -> tuple[bool, str]:
         problems = []
-        if offered.launch["q_in_fp8"]:
+        if refused:
+            if offered.launch["q_in_fp8"]:
+                if not (scratch.scale.isnan().all() and ((scratch.q_fp8_bytes & 0x7F) == 0x7F).all()):
+                    problems.append(f"a refused call's Q is not all NaN (scale {scratch.scale.item()!r})")
+            elif not checked_kv_scale.isnan().all():
+                problems.append(f"a refused call's KV scale is {checked_kv_scale.item()!r}, not NaN")
+        elif offered.launch["q_in_fp8"]:
             expected = sub.make_q_fp8_scratch(q.shape, torch.float8_e4m3fn, "cpu")
             sub._quantize_q_fp8_torch(q, expected)
             if not torch.equal(scratch.q_fp8_bytes, expected.q_fp8_bytes):
@@ -235,7 +250,8 @@ def aiter_calls(offered, case: Case, batch: int):
             if not (torch.equal(checked, want_indptr) and torch.equal(last_page_lens, want_lens)):
                 problems.append(f"checked kv_indptr {checked.tolist()} / lengths {last_page_lens.tolist()}, "
                                 f"expected {want_indptr.tolist()} / {want_lens.tolist()}")
-        return not problems, "; ".join(problems) or "bit for bit as torch's statement of it"
+        what = "refused call: NaN out" if refused else "bit for bit as torch's statement of it"
+        return not problems, "; ".join(problems) or what
     return calls, check
 
 
@@ -248,16 +264,26 @@ def _check_specialization(target: Target, calls) -> None:
 
 
 def run_target(target: Target, case: Case) -> Result:
-    offered = target.offered
-    started = time.perf_counter()
-    if offered.route == "aiter_fp8":
+    """The target's offered launch on the case, checked; for the aiter route's launches an
+    accepted and a refused call, both checked."""
+    if target.offered.route != "aiter_fp8":
+        calls, out, exact, qo_indptr = decode_calls(target.offered, case)
+        return _run(target, case, calls, lambda: _check_decode(target.offered, out, exact, qo_indptr))
+    results = []
+    for refused in (False, True):
         for batch in AITER_BATCHES:
-            calls, check = aiter_calls(offered, case, batch)
+            calls, check = aiter_calls(target.offered, case, batch, refused)
             if ct.specialize(calls[target.call_index], GFX950).identity == target.identity:
                 break
-    else:
-        calls, out, exact, qo_indptr = decode_calls(offered, case)
-        check = lambda: _check_decode(offered, out, exact, qo_indptr)  # noqa: E731
+        results.append(_run(target, case, calls, check))
+    first, second = results
+    return Result(target.label, case.name, first.instructions + second.instructions, first.seconds + second.seconds,
+                  first.passed and second.passed, f"accepted: {first.detail}; refused: {second.detail}",
+                  first.violations + second.violations)
+
+
+def _run(target: Target, case: Case, calls, check) -> Result:
+    started = time.perf_counter()
     _check_specialization(target, calls)
     machine = Machine(GlobalMemory())
     try:
