@@ -99,6 +99,10 @@ class TritonLaunch:
     waves_per_eu: int = 0  # AMD only: the occupancy the register allocator aims for (0: none)
     hw_convert: bool = False  # gfx950 only: the MXFP4 "waves" form decodes by its convert instruction
     gluon_arch: str = ""  # Gluon forms: the kernel's ARCH ("cdna4" for gfx950, "ampere" for NVIDIA sm_80+)
+    # In-kernel combine: every thread releases its own partial stores to the counter (what
+    # AMD needs: a release there orders only its own wave's stores; right anywhere), or,
+    # False (NVIDIA), one thread does after a barrier, which the PTX model makes cumulative.
+    each_thread_releases: bool = True
 
 
 @dataclasses.dataclass(frozen=True)
@@ -237,7 +241,8 @@ def _launch(splits: int, tile: tuple, form: str, arch: str) -> TritonLaunch:
         num_warps *= 2  # a 64-thread group is two warps there
     return TritonLaunch(splits, block_n, num_warps, num_stages, form=form,
                         waves_per_eu=waves_per_eu if arch.startswith("gfx") else 0,
-                        hw_convert=form in _CONVERT_FORMS and arch == "gfx950", gluon_arch=kernel_arch)
+                        hw_convert=form in _CONVERT_FORMS and arch == "gfx950", gluon_arch=kernel_arch,
+                        each_thread_releases=not arch.startswith("sm_"))
 
 
 def make_triton_scratch(batch: int, launch: TritonLaunch, device) -> TritonScratch:
@@ -341,7 +346,8 @@ def decode_tails(q, kv, kv_scale, kv_format: str, sm_scale: float, scratch, laun
     decode = (scratch.part_o, scratch.part_lse, scratch.counters,
               sm_scale * _LOG2E, q.shape[0], kv.shape[0], splits,
               q.stride(0), q.stride(1), kv.stride(0), stride_sr, stride_sc, 16 * 512, 512,
-              form, splits > 1, launch.combine_in_kernel, launch.block_n, _wave_groups(form, launch), *last)
+              form, splits > 1, launch.combine_in_kernel, _combine_arrivals(launch), launch.block_n,
+              _wave_groups(form, launch), *last)
     if splits == 1 or launch.combine_in_kernel:
         return decode, None
     return decode, (scratch.part_o, scratch.part_lse, q.shape[0], splits, 16 * 512, 512,
@@ -370,6 +376,15 @@ def _wave_groups(form: str, launch) -> int:
         raise ValueError(f"the form {form} needs block_n a multiple of 16 x {groups} groups, a power of two "
                          f"(got block_n {launch.block_n}, num_warps {launch.num_warps})")
     return groups
+
+
+def _combine_arrivals(launch) -> int:
+    """The decode kernel's ARRIVALS: what one program adds to its sequence's counter with
+    the in-kernel combine, one a thread (64 a warp: one a lane of AMD's 64-lane waves, two
+    on NVIDIA's 32) where each thread releases its own stores, else 1; 0 without it."""
+    if not launch.combine_in_kernel:
+        return 0
+    return launch.num_warps * 64 if launch.each_thread_releases else 1
 
 
 def _combine_columns(splits: int) -> int:
@@ -990,8 +1005,8 @@ def _mla_decode_kernel(
     part_o_ptr, part_lse_ptr, counters_ptr,
     qk_scale, total_q, kv_rows, num_splits,
     stride_q_tok, stride_q_head, stride_kv, stride_sr, stride_sc, stride_o_tok, stride_o_head,
-    KV_FORM: tl.constexpr, SPLIT: tl.constexpr, COMBINE_IN_KERNEL: tl.constexpr, BLOCK_N: tl.constexpr,
-    WAVE_GROUPS: tl.constexpr, EMULATE: tl.constexpr,
+    KV_FORM: tl.constexpr, SPLIT: tl.constexpr, COMBINE_IN_KERNEL: tl.constexpr, ARRIVALS: tl.constexpr,
+    BLOCK_N: tl.constexpr, WAVE_GROUPS: tl.constexpr, EMULATE: tl.constexpr,
 ):
     split = tl.program_id(0)
     b = tl.program_id(1)
@@ -1028,16 +1043,29 @@ def _mla_decode_kernel(
         tl.store(part_lse_ptr + part * _TL_HEADS + heads, lse)
         _store_rows(part_o_ptr, part, _TL_HEADS * _TL_NOPE, _TL_NOPE, o)
         if COMBINE_IN_KERNEL:
-            # Release this program's partials (the barrier orders every thread's stores
-            # before the one thread's gpu-scope release), count it, and let the last split
-            # of the sequence to arrive (acquire) combine and reset the counter. Otherwise
-            # _combine_splits_kernel, launched next in the same queue, merges them.
-            tl.debug_barrier()
-            done = tl.atomic_add(counters_ptr + b, 1, sem="acq_rel", scope="gpu")
-            if done == num_splits - 1:
-                o = _combine_splits_in_program(part_o_ptr, part_lse_ptr, b, num_splits)
+            # The last program of the sequence to arrive merges (otherwise
+            # _combine_splits_kernel, launched next in the same queue, does). An arrival
+            # releases (gpu scope) the partial stores before it; the merging program's
+            # reads follow an acquire. On AMD a release orders its own wave's stores only
+            # (a workgroup barrier waits for none), so every thread arrives for itself
+            # (ARRIVALS: one a thread), and in the program that completes the count
+            # (num_splits x ARRIVALS) every thread acquires by taking its arrivals back,
+            # which resets the counter; the value taken bounds the merge, as the count
+            # recorded it. On NVIDIA (ARRIVALS 1) one thread arrives after bar.sync, which
+            # makes its release cumulative under the PTX model (the sm_90 PTX: bar.sync,
+            # then @p atom.global.gpu.acq_rel.add by thread 0, its value shared through
+            # shared memory and bar.sync). bench/combine_release.py checks gfx950's code.
+            # acq_rel, not release / acquire: Triton 3.6 swaps those two fences on the AMD
+            # buffer atomics these become (triton-lang/triton#11081).
+            if ARRIVALS == 1:
+                tl.debug_barrier()
+            arrival = tl.full([ARRIVALS], 1, tl.int32)
+            counter = counters_ptr + b + 0 * arrival
+            arrived = tl.atomic_add(counter, arrival, sem="acq_rel", scope="gpu")
+            if tl.max(arrived, 0) == num_splits * ARRIVALS - 1:
+                recorded = tl.atomic_add(counter, -num_splits * arrival, sem="acq_rel", scope="gpu")
+                o = _combine_splits_in_program(part_o_ptr, part_lse_ptr, b, tl.max(recorded, 0) // ARRIVALS)
                 _store_rows(out_ptr, q_row, stride_o_tok, stride_o_head, o)
-                tl.store(counters_ptr + b, 0)
     else:
         _store_rows(out_ptr, q_row, stride_o_tok, stride_o_head, o)
 # ==== end Triton kernels ====
@@ -1133,6 +1161,12 @@ if GLUON_AVAILABLE:
         if ARCH == "cdna4":
             return gl.BlockedLayout([1, 4], [1, 64], [GROUPS, 1], [1, 0])
         return gl.BlockedLayout([1, 4], [1, 32], [2 * GROUPS, 1], [1, 0])
+
+    @gluon.constexpr_function
+    def _gluon_threads_layout(ARCH, WARPS):
+        # A 1-D tensor over all the program's threads in order, one element a thread for as
+        # many elements as threads (the in-kernel combine's arrivals).
+        return gl.BlockedLayout([1], [64 if ARCH == "cdna4" else 32], [WARPS], [0])
 
     @gluon.constexpr_function
     def _gluon_groups_rows_layout(ARCH, GROUPS):
@@ -1363,7 +1397,8 @@ if GLUON_AVAILABLE:
     @gluon.jit
     def _gluon_finish(acc, m_i, l_i, b, split, q_row, out_ptr, part_o_ptr, part_lse_ptr, counters_ptr,
                       num_splits, stride_o_tok, stride_o_head, SPLIT: gl.constexpr,
-                      COMBINE_IN_KERNEL: gl.constexpr, COMBINE_LAYOUT: gl.constexpr):
+                      COMBINE_IN_KERNEL: gl.constexpr, ARRIVALS: gl.constexpr, COMBINE_LAYOUT: gl.constexpr,
+                      ARCH: gl.constexpr):
         # The merged state -> the output row (one split), or the split's normalized
         # partial and log2-sum-exp in the scratch layout _combine_splits_kernel reads, and
         # with COMBINE_IN_KERNEL the merge by the last split to finish (as _mla_decode_kernel).
@@ -1374,12 +1409,18 @@ if GLUON_AVAILABLE:
             gl.store(part_lse_ptr + part * 16 + gl.arange(0, 16, layout=l_i.type.layout), lse)
             _gluon_store_rows(part_o_ptr, part, 16 * 512, 512, o)
             if COMBINE_IN_KERNEL:
-                gl.thread_barrier()
-                done = gl.atomic_add(counters_ptr + b, 1, sem="acq_rel", scope="gpu")
-                if done == num_splits - 1:
-                    merged = _gluon_combine_splits_in_program(part_o_ptr, part_lse_ptr, b, num_splits, COMBINE_LAYOUT)
+                # As _mla_decode_kernel's arrivals (its comment says why), one a thread in
+                # order over the waves; the exact release / acquire: Gluon's stay global atomics.
+                if ARRIVALS == 1:
+                    gl.thread_barrier()
+                arrival = gl.full([ARRIVALS], 1, gl.int32, _gluon_threads_layout(ARCH, gl.num_warps()))
+                counter = counters_ptr + b + 0 * arrival
+                arrived = gl.atomic_add(counter, arrival, sem="release", scope="gpu")
+                if gl.max(arrived, 0) == num_splits * ARRIVALS - 1:
+                    recorded = gl.atomic_add(counter, -num_splits * arrival, sem="acquire", scope="gpu")
+                    merged = _gluon_combine_splits_in_program(part_o_ptr, part_lse_ptr, b,
+                                                              gl.max(recorded, 0) // ARRIVALS, COMBINE_LAYOUT)
                     _gluon_store_rows(out_ptr, q_row, stride_o_tok, stride_o_head, merged)
-                    gl.store(counters_ptr + b, 0)
         else:
             _gluon_store_rows(out_ptr, q_row, stride_o_tok, stride_o_head, o)
 
@@ -1904,8 +1945,8 @@ if GLUON_AVAILABLE:
         part_o_ptr, part_lse_ptr, counters_ptr,
         qk_scale, total_q, kv_rows, num_splits,
         stride_q_tok, stride_q_head, stride_kv, stride_sr, stride_sc, stride_o_tok, stride_o_head,
-        KV_FORM: gl.constexpr, SPLIT: gl.constexpr, COMBINE_IN_KERNEL: gl.constexpr, BLOCK_N: gl.constexpr,
-        WAVE_GROUPS: gl.constexpr, STAGES: gl.constexpr, ARCH: gl.constexpr,
+        KV_FORM: gl.constexpr, SPLIT: gl.constexpr, COMBINE_IN_KERNEL: gl.constexpr, ARRIVALS: gl.constexpr,
+        BLOCK_N: gl.constexpr, WAVE_GROUPS: gl.constexpr, STAGES: gl.constexpr, ARCH: gl.constexpr,
     ):
         # The Gluon twin of _mla_decode_kernel: the same arguments (STAGES and ARCH in
         # place of EMULATE), grid, bounds and scratch layout.
@@ -1926,7 +1967,7 @@ if GLUON_AVAILABLE:
                 stride_sr, stride_sc, BLOCK_N, WAVE_GROUPS, STAGES, ARCH)
             acc, m, l = _gluon_mxfp4_output(acc0, acc1, acc2, acc3, m_i, l_i, GROUPS_ROWS)
         _gluon_finish(acc, m, l, b, split, q_row, out_ptr, part_o_ptr, part_lse_ptr, counters_ptr, num_splits,
-                      stride_o_tok, stride_o_head, SPLIT, COMBINE_IN_KERNEL, ROWS)
+                      stride_o_tok, stride_o_head, SPLIT, COMBINE_IN_KERNEL, ARRIVALS, ROWS, ARCH)
 # ==== end Gluon kernels ====
 
 
