@@ -49,6 +49,14 @@ def test_every_benchmark_shape_offers_both_formats_decodes_and_the_aiter_guards(
 
 # ---- mutants: (name, [(original, mutated, count)], --only filter, text the run must report) ----
 MUTANTS = {
+    # (also caught by tests/test_gfx950_inline_asm.py, which reads the template against LLVM;
+    # the interpreter's tests run the bit-operation decode instead and miss it)
+    "the Triton wave form's convert with op_sel of bytes 1 and 2 swapped": (
+        [('            "v_cvt_scalef32_pk_bf16_fp4 $1, $4, $5 op_sel:[1,0,0]\\n"\n'
+          '            "v_cvt_scalef32_pk_bf16_fp4 $2, $4, $5 op_sel:[0,1,0]\\n"',
+          '            "v_cvt_scalef32_pk_bf16_fp4 $1, $4, $5 op_sel:[0,1,0]\\n"\n'
+          '            "v_cvt_scalef32_pk_bf16_fp4 $2, $4, $5 op_sel:[1,0,0]\\n"', 1)],
+        "'KV_FORM': 'mxfp4_waves_cvt', 'SPLIT': False", "sequence rms"),
     "the Gluon ring's read takes the stage still being filled": (
         [("            k_nope = nope_ring.index(tile % STAGES)\n",
           "            k_nope = nope_ring.index(ahead)\n", 1),
@@ -59,6 +67,9 @@ MUTANTS = {
         [("inverse = gl.where(amax_exponent == 255, 255, 254 - scale_bits).to(gl.uint8)",
           "inverse = gl.where(amax_exponent == 255, 255, 255 - scale_bits).to(gl.uint8)", 1)],
         "'KV_FORM': 'mxfp4_gluon', 'SPLIT': False", "sequence rms"),
+    "the in-kernel combine's release by one thread for its program (the scheme before the fix)": (
+        [("each_thread_releases=not arch.startswith(\"sm_\"))", "each_thread_releases=False)", 1)],
+        "'KV_FORM': 'mxfp4_gluon', 'SPLIT': True, 'COMBINE_IN_KERNEL': True", "stale global read"),
     "the in-kernel merge's output row shifted by one": (
         [("                    _gluon_store_rows(out_ptr, q_row, stride_o_tok, stride_o_head, merged)",
           "                    _gluon_store_rows(out_ptr, q_row + 1, stride_o_tok, stride_o_head, merged)", 1)],
