@@ -30,9 +30,10 @@ ROW_CLAMP_REMOVED = (
     # Gluon fp8 and MXFP4 (_gluon_copy_tile): the ring's copies
     ("last_row = gl.maximum(hi - 1 - first, 0) * stride_kv",
      "last_row = gl.maximum(hi - first, 0) * stride_kv", 1),
-    # Gluon MXFP4 (_gluon_scale_bytes): the scale reads
-    ("offsets = gl.minimum(rows, hi - 1 - base_row) * stride_sr",
-     "offsets = gl.minimum(rows, hi - base_row) * stride_sr", 1),
+    # Gluon MXFP4 (_gluon_mxfp4_tile_base): a tile's rows end one past the split, so one
+    # past the buffer where the split ends at its last row (codes and scale bytes alike)
+    ("return gl.maximum(gl.minimum(start, hi - BLOCK_N), 0)",
+     "return gl.maximum(gl.minimum(start, hi - BLOCK_N + 1), 0)", 1),
 )
 
 
