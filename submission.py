@@ -1555,21 +1555,25 @@ if GLUON_AVAILABLE:
         # words uint32, four code bytes each; scales their blocks' e8m0 bytes (same shape)
         # -> four uint32, byte j's two values in pairs_j as two bf16 (low half: the low
         # nibble, the even column) times 2^(s-127), as _e2m1_words_to_pairs.
-        scales = scales.to(gl.uint32)
+        return _gluon_e2m1_scaled_pairs(words, scales.to(gl.uint32) << 23, ARCH)
+
+    @gluon.jit
+    def _gluon_e2m1_scaled_pairs(words, scale_bits, ARCH: gl.constexpr):
+        # _gluon_e2m1_pairs with each scale byte s given as the fp32 bits s << 23 (2^(s-127);
+        # 0 for s = 0), as gfx950's convert takes it.
         if ARCH == "cdna4":
-            # gfx950's convert, op_sel picking the byte; the scale operand is the fp32 bits
-            # s << 23 (s = 0 gives 0, not 2^-127: a block of scale byte 0, values below
-            # 2^-124, decodes to zeros).
+            # gfx950's convert, op_sel picking the byte (s = 0 gives 0, not 2^-127: a block of
+            # scale byte 0, values below 2^-124, decodes to zeros).
             pairs = gl.inline_asm_elementwise(
                 "v_cvt_scalef32_pk_bf16_fp4 $0, $4, $5\n"
                 "v_cvt_scalef32_pk_bf16_fp4 $1, $4, $5 op_sel:[1,0,0]\n"
                 "v_cvt_scalef32_pk_bf16_fp4 $2, $4, $5 op_sel:[0,1,0]\n"
                 "v_cvt_scalef32_pk_bf16_fp4 $3, $4, $5 op_sel:[1,1,0]",
-                "=&v,=&v,=&v,=&v,v,v", [words, scales << 23],
+                "=&v,=&v,=&v,=&v,v,v", [words, scale_bits],
                 dtype=(gl.uint32, gl.uint32, gl.uint32, gl.uint32), is_pure=True, pack=1)
             return pairs[0], pairs[1], pairs[2], pairs[3]
         else:
-            scale = gl.where(scales == 0, 0x00400000, scales << 23).to(gl.float32, bitcast=True)
+            scale = gl.where(scale_bits == 0, 0x00400000, scale_bits).to(gl.float32, bitcast=True)
             return (_gluon_e2m1_byte_pair(words, scale, 0), _gluon_e2m1_byte_pair(words, scale, 8),
                     _gluon_e2m1_byte_pair(words, scale, 16), _gluon_e2m1_byte_pair(words, scale, 24))
 
@@ -1717,8 +1721,8 @@ if GLUON_AVAILABLE:
         # The rest of the tile at `start` from registers into shared memory: the rope codes,
         # the validity byte of each row (0x0F invalid: feature 576 is -6; 0 valid), and the
         # scale bytes, 0 for an invalid row: the nope blocks' (in the scores' K order) blocks x
-        # rows for V, and blocks x row pairs (_gluon_mxfp4_row_pairs) with the rope's for the
-        # scores.
+        # rows for V, as the fp32 bits s << 23 its convert takes, and as bytes, blocks x row
+        # pairs (_gluon_mxfp4_row_pairs) with the rope's, for the scores.
         BLOCK_N: gl.constexpr = rope.shape[0]
         FLAGS: gl.constexpr = _gluon_mxfp4_stage_layout(ARCH, GROUPS, 1, 1)
         rope_smem.slice(0, 32, dim=1).store(rope)
@@ -1727,7 +1731,7 @@ if GLUON_AVAILABLE:
         KEYS: gl.constexpr = keys.type.layout
         valid = _gluon_mxfp4_valid_rows(start, hi, _gluon_axis2(BLOCK_N, 1, KEYS), BLOCK_N)
         keys = _gluon_mxfp4_step_order(gl.where(valid, keys, 0).permute((1, 0))).permute((1, 0))
-        values_smem.store(keys.to(gl.uint32))
+        values_smem.store(keys.to(gl.uint32) << 23)
         key_smem.store(_gluon_mxfp4_row_pairs(keys))
         PE: gl.constexpr = pe.type.layout
         valid = _gluon_mxfp4_valid_rows(start, hi, _gluon_axis2(BLOCK_N, 1, PE), BLOCK_N)
@@ -1896,7 +1900,7 @@ if GLUON_AVAILABLE:
             p_t = p_rows.slice(32 * step, 32, dim=0).load(gl.DotOperandLayout(1, MMA, K_WIDTH))
             words = _gluon_word_blocks(all_words.slice(32 * step, 32, dim=0).load(WORDS))
             scales = values_smem.permute((1, 0)).slice(32 * step, 32, dim=0).load(gl.SliceLayout(2, words.type.layout))
-            p0, p1, p2, p3 = _gluon_e2m1_pairs(words, _gluon_word_scales(words, scales), ARCH)
+            p0, p1, p2, p3 = _gluon_e2m1_scaled_pairs(words, _gluon_word_scales(words, scales), ARCH)
             acc0 = _gluon_mxfp4_value_chunk(acc0, p_t, p0.reshape([32, 64]), ARCH)
             acc1 = _gluon_mxfp4_value_chunk(acc1, p_t, p1.reshape([32, 64]), ARCH)
             acc2 = _gluon_mxfp4_value_chunk(acc2, p_t, p2.reshape([32, 64]), ARCH)
