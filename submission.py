@@ -180,8 +180,8 @@ def triton_launch_candidates(kv_format: str, batch: int, max_kv_len: int, num_sm
 
     Splits, elsewhere: as many as fill the device twice over (two 4-warp programs an SM),
     but at least 64 tokens a split (results/2026-11-29-h200-combine-kernel).
-    Splits on gfx950 (_fill_once_splits): the fewest that give every CU a program, but at
-    least one whole tile a split. Each split beyond one costs instructions outside the
+    Splits on gfx950 (_fill_once_splits): the fewest that give every CU a program (two for
+    a form in _PROGRAMS_PER_CU), but at least one whole tile a split. Each split beyond one costs instructions outside the
     loop in every program (Q's load and e4m3 conversion, the merge of the wave groups,
     the partial's store) and a combine; a program that holds a whole CU's SIMDs (4
     waves) needs no second one beside it to occupy the CU, so the splits stop once
@@ -190,7 +190,7 @@ def triton_launch_candidates(kv_format: str, batch: int, max_kv_len: int, num_sm
     candidate (two programs a CU), timed by the autopick.
     The leading form gets its tiles at those splits, then its first tile at half / double
     the splits, then the first and the first neighbour again with the in-kernel combine;
-    every other form offered on the architecture gets its first tile at the leading
+    every other form offered on the architecture gets its first tile at its own leading
     splits. A forced `form` is offered alone, on any device."""
     if kv_format not in KERNEL_FORMS:
         raise ValueError(f"no Triton kernel for kv_format {kv_format!r}")
@@ -201,12 +201,7 @@ def triton_launch_candidates(kv_format: str, batch: int, max_kv_len: int, num_sm
         check_gluon_here(arch)
     forms = (form,) if form else _offered_forms(kv_format, arch)
     tiles = _FORM_TILES[(kv_format, forms[0])]
-    if arch in _FILL_ONCE_ARCHS:
-        min_split_tokens = tiles[0][0]
-        splits = _fill_once_splits(batch, max_kv_len, num_sms, min_split_tokens)
-    else:
-        min_split_tokens = 64
-        splits = _pow2_floor(min(2 * num_sms // batch, 64, max(max_kv_len // 64, 1)))
+    splits, min_split_tokens = _leading_splits(kv_format, forms[0], batch, max_kv_len, num_sms, arch)
     if batch * splits < num_sms and (kv_format, forms[0]) in _IDLE_SM_FORMS:
         tiles = tiles[::-1]
     lead = [_launch(splits, tile, forms[0], arch) for tile in tiles]
@@ -217,12 +212,27 @@ def triton_launch_candidates(kv_format: str, batch: int, max_kv_len: int, num_sm
     # launch, which can decide where it has little to do.
     in_kernel = [dataclasses.replace(launch, combine_in_kernel=True) for launch in lead[:1] + lead[len(tiles):][:1]
                  if launch.num_splits > 1]
-    others = [_launch(splits, _FORM_TILES[(kv_format, form)][0], form, arch) for form in forms[1:]]
+    others = [_launch(_leading_splits(kv_format, form, batch, max_kv_len, num_sms, arch)[0],
+                      _FORM_TILES[(kv_format, form)][0], form, arch) for form in forms[1:]]
     return lead + in_kernel + others
+
+
+def _leading_splits(kv_format: str, form: str, batch: int, max_kv_len: int, num_sms: int, arch: str) -> tuple:
+    """(The splits a form's first launch takes, the fewest tokens a split) on `arch`
+    (triton_launch_candidates)."""
+    if arch in _FILL_ONCE_ARCHS:
+        min_split_tokens = _FORM_TILES[(kv_format, form)][0][0]
+        programs_per_cu = _PROGRAMS_PER_CU.get((kv_format, form), 1)
+        return _fill_once_splits(batch, max_kv_len, num_sms * programs_per_cu, min_split_tokens), min_split_tokens
+    return _pow2_floor(min(2 * num_sms // batch, 64, max(max_kv_len // 64, 1))), 64
 
 
 # Architectures whose splits fill each CU once (triton_launch_candidates).
 _FILL_ONCE_ARCHS = {"gfx950"}
+# Forms that keep their loads in flight only with more than one program a CU (the MXFP4
+# Gluon form: one tile in flight a program, two programs fit a CU's registers and LDS):
+# their leading splits fill each CU that many times.
+_PROGRAMS_PER_CU = {("mxfp4", "gluon"): 2}
 
 
 def _fill_once_splits(batch: int, max_kv_len: int, num_cus: int, min_split_tokens: int) -> int:
@@ -1724,18 +1734,17 @@ if GLUON_AVAILABLE:
         # rows for V, as the fp32 bits s << 23 its convert takes, and as bytes, blocks x row
         # pairs (_gluon_mxfp4_row_pairs) with the rope's, for the scores.
         BLOCK_N: gl.constexpr = rope.shape[0]
-        FLAGS: gl.constexpr = _gluon_mxfp4_stage_layout(ARCH, GROUPS, 1, 1)
-        rope_smem.slice(0, 32, dim=1).store(rope)
-        valid = _gluon_mxfp4_valid_rows(start, hi, _gluon_axis2(BLOCK_N, 0, FLAGS), BLOCK_N)
-        rope_smem.slice(32, 1, dim=1).store(gl.where(valid, 0, 0x0F).to(gl.uint8))
         KEYS: gl.constexpr = keys.type.layout
+        rope_smem.slice(0, 32, dim=1).store(rope)
+        # A row's validity, once a thread (the scale bytes' layouts hold a row a thread).
         valid = _gluon_mxfp4_valid_rows(start, hi, _gluon_axis2(BLOCK_N, 1, KEYS), BLOCK_N)
+        rope_smem.slice(32, 1, dim=1).store(gl.where(valid, 0, 0x0F).to(gl.uint8).permute((1, 0)))
         keys = _gluon_mxfp4_step_order(gl.where(valid, keys, 0).permute((1, 0))).permute((1, 0))
         values_smem.store(keys.to(gl.uint32) << 23)
         key_smem.store(_gluon_mxfp4_row_pairs(keys))
         PE: gl.constexpr = pe.type.layout
-        valid = _gluon_mxfp4_valid_rows(start, hi, _gluon_axis2(BLOCK_N, 1, PE), BLOCK_N)
-        pe_smem.slice(0, 2, dim=0).store(_gluon_mxfp4_row_pairs(gl.where(valid, pe, 0)))
+        pe_valid = gl.convert_layout(valid, PE, assert_trivial=True)
+        pe_smem.slice(0, 2, dim=0).store(_gluon_mxfp4_row_pairs(gl.where(pe_valid, pe, 0)))
 
     @gluon.jit
     def _gluon_mxfp4_q_step(q_base, step, STEP_LAYOUT: gl.constexpr):
@@ -1856,6 +1865,29 @@ if GLUON_AVAILABLE:
             k_pe = _gluon_e2m1_decode(pe_words, _gluon_word_scales(pe_words, keys), ARCH)
             return gl_ampere.mma_v2(gl.convert_layout(k_pe.reshape([BLOCK_N, 128]), K_OPERAND), q_pe_t, s)
 
+    @gluon.constexpr_function
+    def _gluon_mxfp4_groups_max_layout(ARCH, GROUPS):
+        # [G, 16] maxima, a thread holding all G of its head (lane l: head l % 16).
+        if ARCH == "cdna4":
+            return gl.BlockedLayout([GROUPS, 1], [1, 64], [1, GROUPS], [1, 0])
+        return gl.BlockedLayout([GROUPS, 1], [1, 32], [1, 2 * GROUPS], [1, 0])
+
+    @gluon.jit
+    def _gluon_max_with_nan(a, b):
+        # max(a, b), NaN if either is (no quieting of the inputs first, as maxnum needs).
+        return gl.maximum(a, b, propagate_nan=tl.PropagateNan.ALL)
+
+    @gluon.jit
+    def _gluon_mxfp4_tile_max(s, max_smem, ARCH: gl.constexpr, GROUPS: gl.constexpr):
+        # The tile's per-head maximum [16] of the scores s [BLOCK_N, 16], in s's row slice (NaN
+        # where a score is: exact attention's output is NaN there too): each group's over its
+        # rows (within its waves), the groups' through shared memory (max_smem [G, 16]: one
+        # write a group, one read a lane of all G).
+        BLOCK_N: gl.constexpr = s.shape[0]
+        max_smem.store(gl.reduce(s.reshape([GROUPS, BLOCK_N // GROUPS, 16]), 1, _gluon_max_with_nan))
+        groups = max_smem.load(_gluon_mxfp4_groups_max_layout(ARCH, GROUPS))
+        return gl.convert_layout(gl.reduce(groups, 0, _gluon_max_with_nan), gl.SliceLayout(0, s.type.layout))
+
     @gluon.jit
     def _gluon_mxfp4_value_chunk(acc, p_t, pairs, ARCH: gl.constexpr):
         # acc + V^T . P^T over chunk j of one K step of V: pairs [32 rows, 16 G] uint32, byte
@@ -1872,7 +1904,7 @@ if GLUON_AVAILABLE:
 
     @gluon.jit
     def _gluon_mxfp4_tile(acc0, acc1, acc2, acc3, m_i, l_i, qk_scale, q_steps, q_scales, nope_smem, rope_smem,
-                          values_smem, key_smem, pe_smem, p_smem, ARCH: gl.constexpr, GROUPS: gl.constexpr):
+                          values_smem, key_smem, pe_smem, p_smem, max_smem, ARCH: gl.constexpr, GROUPS: gl.constexpr):
         # One tile's products from shared memory: the scores, the shared softmax step, P.V.
         BLOCK_N: gl.constexpr = nope_smem.shape[0]
         MMA: gl.constexpr = _gluon_mxfp4_value_layout(ARCH, GROUPS)
@@ -1880,7 +1912,7 @@ if GLUON_AVAILABLE:
         s = _gluon_mxfp4_scores(q_steps, q_scales, nope_smem, rope_smem, key_smem, pe_smem, ARCH, GROUPS)
         # The online softmax, per head over the whole tile (a maximum across the groups), in
         # the log2 domain; a head with no valid row yet keeps max -inf, subtracted as 0.
-        m_new = gl.maximum(m_i, gl.max(s, 0) * qk_scale)
+        m_new = _gluon_max_with_nan(m_i, _gluon_mxfp4_tile_max(s, max_smem, ARCH, GROUPS) * qk_scale)
         m_safe = gl.where(m_new == float("-inf"), 0.0, m_new)
         alpha = gl.exp2(m_i - m_safe)
         p = gl.exp2(s * qk_scale - gl.expand_dims(m_safe, 0))
@@ -1945,6 +1977,7 @@ if GLUON_AVAILABLE:
         # P, heads x rows, its 16-byte units swizzled by head (the 16 heads' reads at one row
         # offset fall in different banks).
         p_smem = gl.allocate_shared_memory(gl.bfloat16, [16, BLOCK_N], gl.SwizzledSharedLayout(8, 1, 16, [1, 0]))
+        max_smem = gl.allocate_shared_memory(gl.float32, [GROUPS, 16], PLAIN)  # the groups' row maxima
         nope_offsets = _gluon_mxfp4_offsets(BLOCK_N, 256, stride_kv, 1, NOPE)
         rope_offsets = _gluon_mxfp4_offsets(BLOCK_N, 32, stride_kv, 1, ROPE) + 256
         key_offsets = _gluon_mxfp4_offsets(-BLOCK_N, 16, stride_sr, stride_sc, KEYS)
@@ -1967,7 +2000,7 @@ if GLUON_AVAILABLE:
         for start in range(lo, hi, BLOCK_N):
             acc0, acc1, acc2, acc3, m_i, l_i = _gluon_mxfp4_tile(
                 acc0, acc1, acc2, acc3, m_i, l_i, qk_scale, q_steps, q_scales, nope_smem, rope_smem, values_smem,
-                key_smem, pe_smem, p_smem, ARCH, GROUPS)
+                key_smem, pe_smem, p_smem, max_smem, ARCH, GROUPS)
             _gluon_mxfp4_store_rest(start + BLOCK_N, hi, rope, keys, pe, rope_smem, values_smem, key_smem, pe_smem,
                                     ARCH, GROUPS)
             rope, keys, pe = _gluon_mxfp4_load_rest(kv_ptr, sc_ptr, start + 2 * BLOCK_N, hi, stride_kv, stride_sr,
