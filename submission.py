@@ -1080,16 +1080,18 @@ def _mla_decode_kernel(
 # Everything else is shared: split bounds, row clamping, ring indices, Q's e4m3 scaling,
 # the online softmax, the merge of the waves and the split store. The H200 never executes
 # the "cdna4" branches (of _gluon_copy_tile, _gluon_wait, _gluon_read_stage, _gluon_mma,
-# _gluon_mma_k128, which alone calls _gluon_mfma_k128; for MXFP4 of _gluon_e2m1_pairs
-# (the convert instruction), _gluon_load_bytes, _gluon_scale_bytes, _gluon_mxfp4_q_operands
-# and _gluon_mxfp4_scores (mfma_scaled)) nor the cdna4 layouts of the _gluon_*_layout /
+# _gluon_mma_k128, which alone calls _gluon_mfma_k128; for MXFP4 of _gluon_e2m1_scaled_pairs
+# (the convert instruction), _gluon_load_bytes, _gluon_mxfp4_q_operands and
+# _gluon_mxfp4_scores (mfma_scaled)) nor the cdna4 layouts of the _gluon_*_layout /
 # _gluon_*k_width functions (the MXFP4 linear layouts included); those lines are checked
 # only by compiling for gfx950 (bench/compile_target.py, bench/gluon_isa.py).
-# A tile is GROUPS groups of TOKENS rows; group g is read and multiplied by its own waves
-# (the MMA layout puts the group axis on the warps), each keeping its own softmax state,
-# merged once after the loop, as the Triton wave forms do. The MXFP4 kernel reuses these
-# helpers. Gluon does not run under TRITON_INTERPRET (it asks for a GPU driver) nor on a
-# CPU: the host refuses a Gluon form there (check_gluon_here) before any launch.
+# fp8: a tile is GROUPS groups of TOKENS rows; group g is read and multiplied by its own
+# waves (the MMA layout puts the group axis on the warps), each keeping its own softmax
+# state, merged once after the loop, as the Triton wave forms do. MXFP4 (its own part below)
+# splits P.V's columns over the groups instead, and shares the split bounds, the Q scaling
+# rule, the MMA helpers and the output path. Gluon does not run under TRITON_INTERPRET (it
+# asks for a GPU driver) nor on a CPU: the host refuses a Gluon form there
+# (check_gluon_here) before any launch.
 try:
     from triton.experimental import gluon
     from triton.experimental.gluon import language as gl
