@@ -1479,11 +1479,13 @@ if GLUON_AVAILABLE:
     # and feature 576 is -6 (e2m1 0xF, its block scale 2^127) for an invalid row, 0 for a
     # valid one, against 1 in every head of Q, so an invalid row scores -6 x 2^127 (past
     # float32's range: -inf, or -FLT_MAX where the MMA saturates; either weighs 0).
-    # Shared memory per tile: the codes (nope [128, 256], its 32-column blocks in the scores'
-    # K order (_gluon_mxfp4_step_order); rope [128, 64]: 32 bytes of codes, the validity byte,
-    # zeros), the scale bytes one a uint32, blocks x rows (the nope's [16, 128] in K order,
-    # the rope's [4, 128]: its 2 blocks, the validity feature's block (2^127), a padding one),
-    # and P [16, 128] bf16.
+    # Shared memory (one tile, 55 KiB): the codes (nope [128, 256], its 32-column blocks in
+    # the scores' K order (_gluon_mxfp4_step_order); rope [128, 64]: 32 bytes of codes, the
+    # validity byte, zeros); the scale bytes twice: for V as the fp32 bits s << 23 its convert
+    # takes, blocks x rows [16, 128] uint32, and for the scores as bytes, blocks x row pairs
+    # (_gluon_mxfp4_row_pairs) [16, 64, 2], with the fifth step's [4, 64, 2] (the rope's 2
+    # blocks, the validity feature's 2^127, a padding 1); P [16, 128] bf16; the groups'
+    # row maxima [4, 16].
     #   cdna4: Q.K^T by mfma_scaled on the e2m1 codes against Q in e4m3 (each head's power-of-
     #          two scale, its inverse the e8m0 scale of Q's blocks), five K steps of 128 (the
     #          rope and the validity feature the fifth); V decoded by gfx950's convert
