@@ -30,9 +30,13 @@ ROW_CLAMP_REMOVED = (
     # Gluon fp8 and MXFP4 (_gluon_copy_tile): the ring's copies
     ("last_row = gl.maximum(hi - 1 - first, 0) * stride_kv",
      "last_row = gl.maximum(hi - first, 0) * stride_kv", 1),
-    # Gluon MXFP4 (_gluon_scale_bytes): the scale reads
-    ("offsets = gl.minimum(rows, hi - 1 - base_row) * stride_sr",
-     "offsets = gl.minimum(rows, hi - base_row) * stride_sr", 1),
+    # Gluon MXFP4 (_gluon_mxfp4_load_codes, _gluon_mxfp4_load_rest): a tile's loads one row
+    # further on than its rows' validity says, so its last valid row reads row hi, one past
+    # the buffer where the split ends at its last row (codes and scale bytes alike). (Moving
+    # the tile's base itself would move the validity with it: the row past the split would
+    # be read but weigh nothing.)
+    ("base = _gluon_mxfp4_tile_base(start, hi, BLOCK_N)\n",
+     "base = _gluon_mxfp4_tile_base(start, hi, BLOCK_N) + 1\n", 2),
 )
 
 

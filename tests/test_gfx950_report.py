@@ -20,6 +20,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
+import aiter_asm  # noqa: E402
 import amdgcn  # noqa: E402
 import submission  # noqa: E402
 
@@ -382,6 +383,80 @@ def test_markdown_needs_its_markers(report, tmp_path):
                           env=env, cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert proc.returncode != 0 and "lacks the markers" in proc.stderr
     assert doc.read_text() == "no markers here\n"
+
+
+# llvm-objdump's listing of two tile loops, one a half of 4 waves, as aiter's code object
+# has them (bench/aiter_asm.py), with a conditional exit that lands before the second loop.
+OBJDUMP_LISTING = """
+0000000000002300 <_ZN5aiter4mla_kernelE>:
+\ts_cmp_lt_i32 s7, 2                                         // 000000002300: BF048207
+\ts_cbranch_scc0 label_0010                                  // 000000002304: BF840010
+
+0000000000002308 <label_0002>:
+\ts_waitcnt vmcnt(2) lgkmcnt(0)                             // 000000002308: BF8C4070
+\tv_mfma_f32_16x16x32_fp8_fp8 v[88:91], a[72:73], a[0:1], 0  // 00000000230C: D3F30058 1A02
+\tbuffer_load_dword v124, v40, s[20:23], 0 offen             // 000000002314: E0501000 8005
+\tv_mfma_f32_16x16x32_fp8_fp8 v[88:91], a[74:75], a[2:3], v[88:91]// 00000000231C: D3F30058
+\ts_cbranch_scc0 label_000E                                  // 000000002324: BF840001
+\ts_branch label_0002                                        // 000000002328: BF82FB1B
+
+0000000000002330 <label_000E>:
+\ts_nop 0                                                    // 000000002330: BF800000
+\ts_branch label_0020                                        // 000000002334: BF8204E5
+
+0000000000002340 <label_0010>:
+\tv_mfma_f32_16x16x32_fp8_fp8 v[88:91], a[72:73], a[0:1], 0  // 000000002340: D3F30058 1A02
+\ts_cbranch_scc0 label_000E                                  // 000000002348: BF840001
+\ts_branch label_0010                                        // 00000000234C: BF82FB1B
+
+0000000000002350 <label_0020>:
+\ts_endpgm                                                   // 000000002350: BF810000
+"""
+
+
+def test_objdump_listings_are_read_as_the_printer_s():
+    """bench/aiter_asm.py reads llvm-objdump's text into amdgcn.parse's form: labels, one
+    instruction a line without its address and encoding; its tile loops are the ones closed
+    by an unconditional branch (not the exits to a block above the second loop), and the
+    branch on the wave index before them gives each a half of the waves."""
+    instructions, labels = aiter_asm.parse_objdump(OBJDUMP_LISTING)
+    assert instructions[0] == ("s_cmp_lt_i32", "s7, 2") and instructions[3][0] == "v_mfma_f32_16x16x32_fp8_fp8"
+    assert instructions[3][1] == "v[88:91], a[72:73], a[0:1], 0"
+    assert labels == {"_ZN5aiter4mla_kernelE": 0, "label_0002": 2, "label_000E": 8, "label_0010": 10, "label_0020": 13}
+    spans = aiter_asm.tile_loops(instructions, labels)
+    assert spans == [(2, 7), (10, 12)]
+    assert aiter_asm.wave_halves(instructions, labels, spans, 4) == [2, 2]
+    assert aiter_asm.mfma_multiply_adds("v_mfma_f32_16x16x32_fp8_fp8") == 8192
+    with pytest.raises(ValueError, match="loops hold MFMAs"):
+        aiter_asm.wave_halves(instructions, labels, spans[:1], 4)
+
+
+def test_aiter_assembly_decode_is_read_from_the_wheel(report):
+    """The report carries aiter's a8w8 decode (the reference's kernel) read from the amd-aiter
+    wheel's code object by the same counts as ours, beside our first-offered launches: two
+    wave-half tile loops whose MFMA work is a whole number of KV tokens, each figure their
+    counts per token, its ratios against the HBM time of fp8 and of MXFP4."""
+    rep, folder = report
+    reason = aiter_asm.unavailable_reason(aiter_asm.wheel_dir())
+    if reason:
+        assert rep["aiter_asm"] == {"skipped": reason}
+        pytest.skip(f"aiter's code object is not read here: {reason}")
+    aiter = rep["aiter_asm"]
+    loops = aiter["loops"]
+    assert len(loops) == 2 and sum(loop["waves"] for loop in loops) == aiter["kernel"]["waves"]
+    macs = sum(loop["waves"] * count * aiter_asm.mfma_multiply_adds(kind) for loop in loops
+               for kind, count in loop["mfma"].items())
+    assert macs == aiter["tokens_per_trip"] * 16 * (576 + 512) and aiter["tokens_per_trip"] > 0
+    total = sum(loop["waves"] * loop["per_wave_trip"]["total"] for loop in loops) / aiter["tokens_per_trip"]
+    assert aiter["per_token"]["total"] == pytest.approx(total)
+    assert aiter["per_token"]["total"] == pytest.approx(sum(aiter["per_token"][c] for c in amdgcn.CLASSES))
+    big = next(r for r in aiter["shapes"] if (r["batch"], r["kv_len"]) == (256, 8192))
+    for name in ("issue", "valu", "mfma"):
+        assert 0 < big[f"{name}_x_fp8_hbm"] < big[f"{name}_x_mxfp4_hbm"] < 2
+    assert aiter["in_flight_bytes_per_cu"] > 0
+    written = (folder / "gfx950.md").read_text()
+    assert "aiter's assembly a8w8 decode" in written and "| 256 | 8192 | aiter a8w8 assembly | fp8 |" in written
+    assert "| 256 | 8192 | ours, mxfp4 " in written and "| 256 | 8192 | ours, fp8 " in written
 
 
 ISSUE_21_TARGETS = {"fp8": {"issue_x_hbm": 0.10, "valu_x_hbm": 0.15, "mfma_x_hbm": 0.15},
