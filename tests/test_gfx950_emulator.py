@@ -64,8 +64,8 @@ MUTANTS = {
           "            s = _gluon_scores(q_nope, q_rope, k_nope, rope_ring.index(ahead), ARCH", 1)],
         "'KV_FORM': 'fp8_gluon', 'SPLIT': False", "lds race"),
     "Q's e8m0 block scale for mfma_scaled one step off": (
-        [("inverse = gl.where(amax_exponent == 255, 255, 254 - scale_bits).to(gl.uint8)",
-          "inverse = gl.where(amax_exponent == 255, 255, 255 - scale_bits).to(gl.uint8)", 1)],
+        [("inverse = gl.expand_dims(gl.where(amax_exponent == 255, 255, 254 - scale_bits).to(gl.uint8), 1)",
+          "inverse = gl.expand_dims(gl.where(amax_exponent == 255, 255, 255 - scale_bits).to(gl.uint8), 1)", 1)],
         "'KV_FORM': 'mxfp4_gluon', 'SPLIT': False", "sequence rms"),
     "the in-kernel combine's release by one thread for its program (the scheme before the fix)": (
         [("each_thread_releases=not arch.startswith(\"sm_\"))", "each_thread_releases=False)", 1)],

@@ -278,6 +278,8 @@ COMPARES = {
     "eq": np.equal, "ne": np.not_equal, "gt": np.greater, "lt": np.less,
     "ge": np.greater_equal, "le": np.less_equal,
     "neq": lambda a, b: ~np.equal(a, b), "nlt": lambda a, b: ~np.less(a, b),
+    "nle": lambda a, b: ~np.less_equal(a, b), "ngt": lambda a, b: ~np.greater(a, b),
+    "nge": lambda a, b: ~np.greater_equal(a, b), "lg": lambda a, b: np.less(a, b) | np.greater(a, b),
     "o": lambda a, b: ~(np.isnan(a) | np.isnan(b)), "u": lambda a, b: np.isnan(a) | np.isnan(b),
 }
 
@@ -557,11 +559,10 @@ def _compile_compare(ins, kernel):
     return run, 1
 
 
-for _cond in ("eq", "ne", "gt", "lt"):
-    register(f"v_cmp_{_cond}_u32")(_compile_compare)
-for _name in ("v_cmp_gt_i32", "v_cmp_lt_i32", "v_cmp_gt_i64", "v_cmp_gt_i16", "v_cmp_lt_i16", "v_cmp_gt_f32",
-              "v_cmp_lt_f32", "v_cmp_neq_f32", "v_cmp_nlt_f32", "v_cmp_o_f32", "v_cmp_u_f32"):
-    register(_name)(_compile_compare)
+for _kind in ("u16", "i16", "u32", "i32", "u64", "i64", "f32"):
+    for _cond in ("eq", "ne", "lt", "le", "gt", "ge") if _kind != "f32" else \
+            ("eq", "lt", "le", "gt", "ge", "neq", "nlt", "nle", "ngt", "nge", "lg", "o", "u"):
+        register(f"v_cmp_{_cond}_{_kind}")(_compile_compare)
 
 
 # ---- instructions with masks, carries, lanes ----
