@@ -16,7 +16,7 @@ rounded to float32 once (to nearest even; denormals kept); AMD does not document
 summation order, so the hardware's result may differ from this by a few rounding steps
 (docs/gfx950.md). A finite result beyond float32 is clamped to +-FLT_MAX when MODE.FP16_OVFL
 (bit 23) is set, else it is +-Inf. An MFMA ignores EXEC (every lane takes part)
-(AMD's CDNA4 ISA guide, the MFMA chapter, as /work/research notes cite)."""
+(AMD's CDNA4 ISA guide, the MFMA chapter: sources/compute.md section 1)."""
 from __future__ import annotations
 
 import numpy as np
