@@ -269,12 +269,11 @@ class Machine:
                 raise EmulationStopped(f"wave {wave.uid} ran past the end of the program")
             c = code[wave.pc]
             if pending:
-                hit = c.reads & pending.keys()
-                if hit:
-                    self._read_before_wait(wave, c, hit)
-                hit = c.writes & pending.keys()
-                if hit:
-                    self._read_before_wait(wave, c, hit, writing=True)
+                keys = pending.keys()
+                if not keys.isdisjoint(c.reads):
+                    self._read_before_wait(wave, c, c.reads & keys)
+                if not keys.isdisjoint(c.writes):
+                    self._read_before_wait(wave, c, c.writes & keys, writing=True)
             wave.pc += 1
             wave.executed += 1
             self.time += 1

@@ -259,6 +259,18 @@ def fp4_to_bf16_scale(ctx, x, scale):
     return (BF16, fp.round_finite(BF16.fmt, s, m, e + exp))
 
 
+def fp8_to_f32_scale(ctx, x, scale):
+    """E4M3 [OCP OFP8: 0x7F / 0xFF NaN, no infinity] times 2**(scale - 127), rounded to f32
+    (exact but past f32's range) [as fp4_to_bf16_scale: the scaled conversions multiply by
+    the block scale on the way up]; a scale of 0xFF (E8M0's NaN) gives NaN [OCP]."""
+    v = _field("fp8_to_f32_scale", x, "fp8")
+    exp = _e8m0_scale("fp8_to_f32_scale", scale)
+    kind, s, m, e = fp.decode(fp.E4M3, v)
+    if exp is None or kind == fp.NAN:
+        return (F32, F32.fmt.default_nan)
+    return (F32, fp.round_finite(F32.fmt, s, m, e + exp))
+
+
 def f32_to_fp8_scale(ctx, x, scale):
     """x / 2**(scale - 127) to E4M3 [OCP OFP8], rounded once to nearest even [IEEE]. The
     division by the scale is the direction MLIR's arith.scaling_truncf lowers to this
@@ -368,6 +380,7 @@ HELPERS = {
     "u32_to_f32": u32_to_f32, "i32_to_f32": i32_to_f32, "f32_to_u32": f32_to_u32,
     "f32_to_i32": f32_to_i32, "signext": signext, "signext_from_bit": signext_from_bit,
     "fp4_to_bf16_scale": fp4_to_bf16_scale, "f32_to_fp8_scale": f32_to_fp8_scale,
+    "fp8_to_f32_scale": fp8_to_f32_scale,
     "CalcDsAddr": CalcDsAddr, "CalcGlobalAddr": CalcGlobalAddr,
     "CalcBufferAddr": CalcBufferAddr, "CalcScalarGlobalAddr": CalcScalarGlobalAddr,
     "nop": nop, "HwRegWriteMask": _undefined("HwRegWriteMask"),

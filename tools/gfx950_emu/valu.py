@@ -474,6 +474,34 @@ def _vector_destination(ins, kind, encoding):
     return write
 
 
+_VIEWS = {
+    "b32": None, "u32": None, "u64": None, "b64": None,
+    "i32": lambda x: x.view(I32), "f32": lambda x: x.view(F32), "i64": lambda x: x.view(np.int64),
+}
+
+
+def _viewer(kind):
+    """fn(bits) -> the typed values (None where the bits are the values)."""
+    if kind in _VIEWS:
+        return _VIEWS[kind]
+    return lambda x: _view(x, kind)
+
+
+def _typed_reader(read, kind):
+    view = _viewer(kind)
+    if view is None:
+        return read
+    return lambda wave: view(read(wave))
+
+
+def _to_bits(kind):
+    if kind == "f32":
+        return lambda v: np.asarray(v, dtype=F32).view(U32)
+    if kind in ("u32", "b32", "i32"):
+        return lambda v: v.astype(U32) if type(v) is np.ndarray else np.asarray(v).astype(U32)
+    return lambda v: _bits(v, kind)
+
+
 def _compile_elementwise(ins, kernel):
     base, encoding = base_mnemonic(ins.mnemonic)
     kinds, out_kind, fn = OPS[base]
@@ -481,28 +509,26 @@ def _compile_elementwise(ins, kernel):
     check_modifiers(ins, allowed)
     if len(ins.operands) != 1 + len(kinds):
         raise NotImplementedInstruction(f"{len(ins.operands)} operands")
-    readers = _source_readers(ins, kinds, 1, encoding)
+    readers = [_typed_reader(r, k) for r, k in zip(_source_readers(ins, kinds, 1, encoding), kinds)]
     write = _vector_destination(ins, out_kind, encoding)
-    views = kinds
+    to_bits = _to_bits(out_kind)
 
     if len(kinds) == 1:
-        r0, k0 = readers[0], views[0]
+        r0, = readers
 
         def run1(wave):
-            write(wave, _bits(fn(_view(r0(wave), k0)), out_kind))
+            write(wave, to_bits(fn(r0(wave))))
         return run1, 1
     if len(kinds) == 2:
         r0, r1 = readers
-        k0, k1 = views
 
         def run2(wave):
-            write(wave, _bits(fn(_view(r0(wave), k0), _view(r1(wave), k1)), out_kind))
+            write(wave, to_bits(fn(r0(wave), r1(wave))))
         return run2, 1
     r0, r1, r2 = readers
-    k0, k1, k2 = views
 
     def run3(wave):
-        write(wave, _bits(fn(_view(r0(wave), k0), _view(r1(wave), k1), _view(r2(wave), k2)), out_kind))
+        write(wave, to_bits(fn(r0(wave), r1(wave), r2(wave))))
     return run3, 1
 
 
@@ -867,7 +893,8 @@ def _cvt_pk_f32_fp8(ins, kernel):
 
     def run(wave):
         half = (nm.lanes(r0(wave), U32) >> shift) & U32(0xFFFF)
-        factor = np.exp2(_exponent(r1(wave)).astype(np.float64) - 127.0)
+        scale = _exponent(r1(wave)).astype(np.float64)
+        factor = np.where(scale == 255, np.nan, np.exp2(scale - 127.0))   # e8m0 0xFF: NaN
         lo = (nm.e4m3_bits_to_f64(half & U32(0xFF)) * factor).astype(F32)
         hi = (nm.e4m3_bits_to_f64(half >> U32(8)) * factor).astype(F32)
         write(wave, lo.view(U32).astype(U64) | (hi.view(U32).astype(U64) << U64(32)))
@@ -887,7 +914,8 @@ def _cvt_pk_fp8_f32(ins, kernel):
     row = vgpr_row(ins.operands[0])
 
     def run(wave):
-        scale = np.exp2(_exponent(r2(wave)).astype(np.float64) - 127.0)
+        exponent = _exponent(r2(wave)).astype(np.float64)
+        scale = np.where(exponent == 255, np.nan, np.exp2(exponent - 127.0))   # e8m0 0xFF: NaN
         a = nm.lanes(r0(wave), U32).view(F32).astype(np.float64) / scale
         b = nm.lanes(r1(wave), U32).view(F32).astype(np.float64) / scale
         saturate = bool(wave.mode >> 23 & 1)   # MODE.FP16_OVFL: finite overflow saturates, else NaN
