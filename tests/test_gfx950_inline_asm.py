@@ -59,7 +59,11 @@ SRC_MARK, SCALE_MARK = "0x5ec0de", "0x5ca1e"
 def translate_for_gfx950(ir: str) -> str:
     from triton._C.libtriton import llvm
     llvm.init_targets()
-    return llvm.translate_to_asm(ir, "amdgcn-amd-amdhsa", "gfx950", "", [], False, False)
+    args = (ir, "amdgcn-amd-amdhsa", "gfx950", "", [], False, False)  # enable_fp_fusion, is_object
+    try:
+        return llvm.translate_to_asm(*args)
+    except TypeError:  # Triton 3.8 on: a canonicalize_gep flag follows (False, as its AMD backend passes)
+        return llvm.translate_to_asm(*args, False)
 
 
 def _intrinsic_ir(byte: int, use: str) -> str:
