@@ -15,7 +15,8 @@ It reports, for that Triton:
   3. per target, every distinct kernel specialization the autopick offers for the 8
      benchmark shapes (bench/compile_target.py: offered_launches, the aiter route's Triton
      launches on gfx950 included), compiled into an empty Triton cache, in N worker
-     processes (a failed C++ assert aborts a process: the compile it was in is named).
+     processes (a failed C++ assert aborts a process: the compile it was in is named);
+     on gfx950 with the registers, spills and occupancy the compiler reports.
      A specialization that fails to compile makes its candidates fail at the first call
      on that GPU; the autopick skips them (reported once) and the next one serves: they
      are listed as "not offered on triton X", with the first line of the error.
@@ -119,6 +120,8 @@ def compile_worker(target: str, index: int, count: int) -> None:
     """Compiles every count-th offered specialization from `index`, one JSON line before
     (so a crash names it) and one after each."""
     import tempfile
+
+    import amdgcn
     from triton import knobs
     with tempfile.TemporaryDirectory() as cache:
         knobs.cache.dir = cache
@@ -129,8 +132,12 @@ def compile_worker(target: str, index: int, count: int) -> None:
             print(json.dumps({"compiling": entry}), flush=True)
             started = time.perf_counter()
             try:
-                spec.compile()
+                compiled = spec.compile()
                 entry["error"] = ""
+                if target.startswith("gfx"):  # what the compiler made of it: registers, spills, occupancy
+                    found = amdgcn.resources(compiled.asm["amdgcn"])
+                    entry.update({key: found[key] for key in ("total_vgpr", "vgpr_spill", "sgpr_spill",
+                                                              "occupancy_registers")})
             except Exception as error:
                 entry["error"] = f"{type(error).__name__}: " + (str(error).strip().splitlines() or [""])[-1][:300]
             entry["seconds"] = round(time.perf_counter() - started, 2)
@@ -192,6 +199,11 @@ def print_report(report: dict) -> None:
               f"specializations compile ({target['seconds']} s of compiles)")
         for offer, (good, total) in sorted(offered_forms(target).items()):
             print(f"    {offer}: {good}/{total}" + ("" if good == total else "  (the rest not offered)"))
+        for entry in target["specializations"]:
+            if entry.get("vgpr_spill") or entry.get("sgpr_spill"):
+                print(f"    spills {entry['vgpr_spill']} VGPRs, {entry['sgpr_spill']} SGPRs ({entry['total_vgpr']} "
+                      f"VGPRs, occupancy {entry['occupancy_registers']}): {entry['kernel']} for "
+                      f"{', '.join(entry['offers'])}")
         for entry in target["specializations"]:
             if entry["error"]:
                 print(f"    not offered on triton {version}: {entry['kernel']} for {', '.join(entry['offers'])}: "
