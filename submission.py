@@ -1165,6 +1165,7 @@ _GLUON_API = {
     "": ("gluon.jit", "gluon.constexpr_function", "gl.constexpr", "gl.tensor", "gl.static_assert",
          "gl.static_range", "gl.program_id", "gl.cdiv", "gl.arange", "gl.full", "gl.zeros", "gl.zeros_like",
          "gl.load", "gl.store", "gl.atomic_add", "gl.barrier|gl.thread_barrier", "gl.where", "gl.minimum",
+         "gl.num_warps", "gl.reduce",
          "gl.maximum", "gl.max", "gl.sum", "gl.abs", "gl.exp2", "gl.log2", "gl.expand_dims", "gl.join", "gl.split",
          "gl.convert_layout", "gl.inline_asm_elementwise", "gl.allocate_shared_memory",
          "gl.shared_memory_descriptor.reinterpret|gl.shared_memory_descriptor._reinterpret",
