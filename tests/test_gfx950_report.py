@@ -23,6 +23,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 import aiter_asm  # noqa: E402
 import amdgcn  # noqa: E402
 import submission  # noqa: E402
+from conftest import pinned_triton_codegen  # noqa: E402
 
 REPORT = ROOT / "bench" / "gfx950_report.py"
 MARKDOWN_BEGIN, MARKDOWN_END = "<!-- gfx950:begin -->", "<!-- gfx950:end -->"
@@ -77,6 +78,7 @@ def test_standins_specialize_as_the_harness_tensors(tmp_path):
     assert _run(["-c", STANDINS_VS_HARNESS], tmp_path / "cache").strip() == "same"
 
 
+@pinned_triton_codegen("no spill")
 def test_no_offered_specialization_spills(report):
     rep, _ = report
     spilling = {k["name"]: (k["vgpr_spill"], k["sgpr_spill"]) for k in rep["kernels"]
@@ -188,7 +190,7 @@ def test_gluon_launches_are_compiled_as_gluon(report):
     for language, launch in languages.values():
         assert language == ("gluon" if launch.get("gluon_arch") else "triton"), launch
     gluon = {k["name"] for k in rep["kernels"] if k["language"] == "gluon" and k["offered"]}
-    assert bool(gluon) == submission.GLUON_AVAILABLE
+    assert bool(gluon) == (not submission.gluon_problem("cdna4")), submission.gluon_problem("cdna4")
     assert rep["cold_run"]["by_language"].get("gluon", 0) == len(gluon)
 
 
@@ -265,6 +267,7 @@ def test_decode_loop_mfma_work_covers_the_products(report):
         assert macs >= 16 * block_n * 576 + 16 * 512 * block_n, kernel["name"]
 
 
+@pinned_triton_codegen("a listing read by hand")
 def test_hand_checked_small_loops(small_cases):
     # Counts read off each loop's listing by hand (Triton 3.6, gfx950); per wave, one iteration.
     f16 = small_cases["f16"]["loop"]
@@ -304,6 +307,7 @@ def test_hand_checked_small_loops(small_cases):
         assert case["occupancy"] == (5 if gluon else 8)
 
 
+@pinned_triton_codegen("a listing read by hand")
 def test_hand_checked_gluon_ring(small_cases):
     # Gluon, one wave, two stages in LDS (read off the listing by hand, Triton 3.6, gfx950).
     ring = small_cases["gluon_ring"]
@@ -334,6 +338,7 @@ def test_hand_checked_gluon_ring(small_cases):
     assert plain["in_flight_bytes_at_mfma"] == [0, 0]
 
 
+@pinned_triton_codegen("a listing read by hand")
 def test_hand_checked_loads_in_flight(small_cases):
     # One stage: every case waits for all its loads (s_waitcnt vmcnt(0)) before its first
     # MFMA, so nothing is in flight while it multiplies.
@@ -522,6 +527,7 @@ def assert_kv_read_by_buffer_loads(form: str, unchecked_loads: list, loads: dict
     assert loads["buffer"] + loads["buffer_to_lds"] > 0, f"{form}: no buffer load in the loop"
 
 
+@pinned_triton_codegen("KV read by buffer loads")
 def test_kv_is_read_by_buffer_loads_in_every_main_loop(report):
     rep, folder = report
     decode_kernels = [k for k in rep["kernels"] if k["loop"] is not None]
@@ -534,6 +540,7 @@ def test_kv_is_read_by_buffer_loads_in_every_main_loop(report):
     assert set(UNCHECKED_LOOP_LOADS) <= seen_forms, "an expectation names a form no longer compiled"
 
 
+@pinned_triton_codegen("small kernels' loads read by hand")
 def test_the_buffer_load_check_fails_on_unchecked_reads(small_cases):
     # The same check on kernels that read a tile through global_load: a pointer cast (as
     # the MXFP4 waves form does), and a tensor of 2 GiB or more (no tt.pointer_range 32).
@@ -547,6 +554,7 @@ def test_the_buffer_load_check_fails_on_unchecked_reads(small_cases):
         assert_kv_read_by_buffer_loads(right, loop["unchecked_loads"], loop["loads"])
 
 
+@pinned_triton_codegen("small kernels' loads read by hand")
 def test_a_gathered_read_under_2_gib_is_a_buffer_load(small_cases):
     # What the buffer-load conversion of Triton 3.6 needs on gfx950: with tt.pointer_range
     # 32 (a tensor under 2 GiB) and the base and offsets in plain sight, even rows gathered

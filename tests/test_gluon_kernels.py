@@ -25,7 +25,9 @@ from test_triton_kernels import (SM_SCALE, assert_close, assert_e4m3_p_close, at
 ARCH = sub._device_sms_and_arch(DEVICE)[1]
 needs_gluon_gpu = pytest.mark.skipif(
     not sub.gluon_forms_here(ARCH),
-    reason="needs an NVIDIA GPU (sm_80+) for the Gluon twin, or an MI355X (gfx950), with Gluon importable")
+    reason="needs an NVIDIA GPU (sm_80+) for the Gluon twin, or an MI355X (gfx950), with a Triton whose Gluon "
+           "builds the kernel there" + (f" (here: {sub.gluon_problem(sub.gluon_arch(ARCH))})"
+                                        if sub.gluon_arch(ARCH) and sub.gluon_problem(sub.gluon_arch(ARCH)) else ""))
 
 
 def run_in_fresh_python(code: str, **env) -> subprocess.CompletedProcess:
