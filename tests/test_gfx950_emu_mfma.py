@@ -18,6 +18,8 @@ import numpy as np
 import pytest
 import torch
 
+pytestmark = pytest.mark.gfx950_emulator
+
 
 @pytest.fixture(scope="module")
 def emu():

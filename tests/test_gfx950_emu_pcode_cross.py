@@ -17,8 +17,9 @@ import re
 import numpy as np
 import pytest
 
-pytestmark = pytest.mark.skipif(os.environ.get("TRITON_INTERPRET") == "1",
-                                reason="compiles kernels for gfx950: needs TRITON_INTERPRET unset")
+pytestmark = [pytest.mark.gfx950_emulator,
+              pytest.mark.skipif(os.environ.get("TRITON_INTERPRET") == "1",
+                                 reason="compiles kernels for gfx950: needs TRITON_INTERPRET unset")]
 
 SKIP_PREFIXES = ("buffer_", "global_", "ds_", "s_load", "v_mfma", "s_waitcnt", "s_barrier", "s_branch", "s_cbranch",
                  "s_endpgm", "s_nop", "s_setreg", "v_accvgpr")

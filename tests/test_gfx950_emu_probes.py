@@ -6,8 +6,9 @@ import os
 
 import pytest
 
-pytestmark = pytest.mark.skipif(os.environ.get("TRITON_INTERPRET") == "1",
-                                reason="compiles kernels for gfx950: needs TRITON_INTERPRET unset")
+pytestmark = [pytest.mark.gfx950_emulator,
+              pytest.mark.skipif(os.environ.get("TRITON_INTERPRET") == "1",
+                                 reason="compiles kernels for gfx950: needs TRITON_INTERPRET unset")]
 
 
 @pytest.fixture(scope="module")

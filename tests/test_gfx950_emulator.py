@@ -14,8 +14,9 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-pytestmark = pytest.mark.skipif(os.environ.get("TRITON_INTERPRET") == "1",
-                                reason="compiles kernels for gfx950: needs TRITON_INTERPRET unset")
+pytestmark = [pytest.mark.gfx950_emulator,
+              pytest.mark.skipif(os.environ.get("TRITON_INTERPRET") == "1",
+                                 reason="compiles kernels for gfx950: needs TRITON_INTERPRET unset")]
 
 
 def _targets():

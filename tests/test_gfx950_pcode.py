@@ -17,6 +17,8 @@ from tools.gfx950_emu.pcode_eval import PcodeRuntimeError
 from tools.gfx950_emu.pcode_helpers import PcodeUndefined
 from tools.gfx950_emu.pcode_lang import PcodeSyntaxError
 
+pytestmark = pytest.mark.gfx950_emulator
+
 # The opcodes of every gfx950 kernel the project compiles (the listings of the 8 leaderboard
 # shapes' kernels, 207 mnemonics with their encoding suffixes, 184 without).
 KERNEL_OPCODES = (
