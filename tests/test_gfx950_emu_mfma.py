@@ -56,13 +56,15 @@ def operand(fmt, K, codes, as_b):
     for lane in range(64):
         idx, g = lane % 16, lane // 16
         lanes.append([codes[idx][k_of(fmt, K, g, item)] for item in range(kl)])
-    return place(lanes, {"bf16": kl // 2, "fp8": kl // 4, "fp4": kl // 8}[fmt])
+    return place(lanes, {"bf16": kl // 2, "f16": kl // 2, "fp8": kl // 4, "fp4": kl // 8}[fmt])
 
 
 def values(fmt, codes):
     codes = np.asarray(codes)
     if fmt == "bf16":
         return torch.from_numpy(codes.astype(np.int16)).view(torch.bfloat16).double().numpy()
+    if fmt == "f16":
+        return codes.astype(np.uint16).view(np.float16).astype(np.float64)
     if fmt == "fp8":
         return torch.from_numpy(codes.astype(np.uint8)).view(torch.float8_e4m3fn).double().numpy()
     return E2M1[codes]
@@ -72,6 +74,8 @@ def random_codes(fmt, shape, rng):
     if fmt == "bf16":
         return torch.randn(shape, generator=torch.Generator().manual_seed(int(rng.integers(1 << 30)))) \
             .to(torch.bfloat16).view(torch.int16).numpy().astype(np.int64) & 0xFFFF
+    if fmt == "f16":
+        return rng.standard_normal(shape).astype(np.float16).view(np.uint16).astype(np.int64)
     if fmt == "fp8":
         x = torch.randn(shape, generator=torch.Generator().manual_seed(int(rng.integers(1 << 30))))
         return x.to(torch.float8_e4m3fn).view(torch.uint8).numpy().astype(np.int64)
@@ -96,6 +100,7 @@ def read_result(wave, row):
 
 CASES = [
     ("v_mfma_f32_16x16x32_bf16", "bf16", "bf16", 32, ""),
+    ("v_mfma_f32_16x16x32_f16", "f16", "f16", 32, ""),   # the forced fp8 f16 form
     ("v_mfma_f32_16x16x32_fp8_fp8", "fp8", "fp8", 32, ""),
     ("v_mfma_f32_16x16x128_f8f6f4", "fp8", "fp8", 128, ""),
     ("v_mfma_f32_16x16x128_f8f6f4", "fp4", "fp8", 128, " cbsz:4"),

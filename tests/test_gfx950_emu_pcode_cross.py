@@ -1,6 +1,7 @@
 """The emulator's scalar and vector ALU semantics against AMD's own pseudocode: every distinct
 form (mnemonic, operand kinds, modifiers) of every SALU / VALU instruction in the gfx950
-kernels the project compiles (the offered specializations, tools/gfx950_emu/cases.py) runs
+kernels the project compiles (the offered specializations and every form forced,
+tools/gfx950_emu/cases.py) runs
 in the emulator on random and special inputs and, lane by lane, through AMD's pseudocode
 (tools/gfx950_emu/pcode.py, with its documented READINGS); every destination bit must agree.
 
@@ -37,8 +38,10 @@ def _instances():
     from gfx950_emu import cases
     from gfx950_emu.listing import Reg
     seen = {}
-    for target in cases.offered_targets():
-        listing = emu.compile_for_gfx950(target.offered.calls[target.call_index]).listing
+    calls = [t.offered.calls[t.call_index] for t in cases.offered_targets()]
+    calls += [call for _, _, call in cases.forced_form_calls()]
+    for call in calls:
+        listing = emu.compile_for_gfx950(call).listing
         for ins in listing.instructions:
             if ins.mnemonic.startswith(SKIP_PREFIXES + WHOLE_WAVE) or ins.mnemonic.endswith("_dpp"):
                 continue
@@ -136,6 +139,9 @@ def _modifiers(ins):
         mods["neg"] = neg
     if any(absolute):
         mods["abs"] = absolute
+    sext = [int(op.sext) for op in ins.operands[1:]]
+    if any(sext):
+        mods["sext"] = sext[:2]
     for name in ("op_sel", "op_sel_hi", "bitop3", "src0_sel", "src1_sel", "dst_sel", "dst_unused"):
         if name in ins.modifiers:
             mods[name] = list(ins.modifiers[name]) if isinstance(ins.modifiers[name], tuple) else ins.modifiers[name]

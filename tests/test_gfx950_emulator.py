@@ -98,3 +98,20 @@ def test_a_slip_every_other_cpu_test_misses_fails_in_the_emulator(tmp_path, name
                          env={k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"})
     assert run.returncode == 1, run.stdout[-3000:] + run.stderr[-3000:]
     assert "FAIL" in run.stdout and expected in run.stdout, run.stdout[-3000:]
+
+
+def test_every_form_forced_on_an_mi355x_reads_in_the_emulator():
+    # The forms the autopick does not offer on gfx950 (fp8 f16, MXFP4 bf16) are still
+    # compiled there when forced (MLA_ROUTE=triton_fp8:f16): every instruction and modifier
+    # of every form's gfx950 code must be one the emulator implements (reading a listing
+    # compiles every instruction; an unknown one raises with its name).
+    from conftest import gfx950_emulator
+    emu = gfx950_emulator()
+    from gfx950_emu import cases
+    import submission as sub
+    machine = emu.Machine(emu.GlobalMemory())
+    read = set()
+    for kv_format, form, call in cases.forced_form_calls():
+        machine.compile(emu.compile_for_gfx950(call).listing)
+        read.add((kv_format, form))
+    assert read == {(f, form) for f, forms in sub.KERNEL_FORMS.items() for form in forms}

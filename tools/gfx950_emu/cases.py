@@ -116,6 +116,22 @@ def offered_targets() -> list[Target]:
     return targets
 
 
+def forced_form_calls() -> list:
+    """The decode calls of every kernel form forced on an MI355X (MLA_ROUTE=triton_fp8:f16 and
+    the like; the autopick offers only some there), at 64 x 8192, each form's first launch
+    with the in-kernel combine where it splits: what an MI355X compiles when a user forces
+    a form (their listings must read in the emulator; they are not run here)."""
+    calls = []
+    data = ct.contract_inputs(64, 8192)
+    for kv_format, forms in sub.KERNEL_FORMS.items():
+        for form in forms:
+            launch = sub.triton_launch_candidates(kv_format, 64, 8192, 256, "gfx950", form=form)[0]
+            if launch.num_splits > 1:
+                launch = dataclasses.replace(launch, combine_in_kernel=True)
+            calls += [(kv_format, form, call) for call in ct.decode_kernel_calls(data, kv_format, launch)]
+    return calls
+
+
 # ---- decode launches ----
 def _view_of(tensor: torch.Tensor, views: bool, lead: int = 3) -> torch.Tensor:
     """tensor itself, or an equal copy placed `lead` rows into a larger buffer."""

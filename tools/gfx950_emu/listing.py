@@ -62,6 +62,7 @@ class Operand:
     value: Reg | Const | Label | str   # str: `off`, a waitcnt or hwreg expression
     neg: bool = False
     abs: bool = False
+    sext: bool = False                 # SDWA: the selected field sign-extended
 
 
 @dataclasses.dataclass(frozen=True)
@@ -130,6 +131,9 @@ def _parse_int(token: str) -> int:
 
 
 def parse_operand(token: str) -> Operand:
+    if token.startswith("sext(") and token.endswith(")"):
+        inner = parse_operand(token[5:-1])
+        return Operand(inner.value, inner.neg, inner.abs, sext=True)
     neg = abs_ = False
     if token.startswith("-") and not _INT.match(token) and not _FLOAT.match(token):
         neg, token = True, token[1:]

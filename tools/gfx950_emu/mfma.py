@@ -44,6 +44,8 @@ def _decode(raw: np.ndarray, fmt: str) -> np.ndarray:
     if fmt == "bf16":
         halves = raw.view(np.uint16).astype(np.uint32)
         return nm.bf16_bits_to_f32(halves).astype(np.float64)
+    if fmt == "f16":
+        return raw.view(np.float16).astype(np.float64)
     raise NotImplementedInstruction(f"MFMA operand format {fmt}")
 
 
@@ -92,11 +94,12 @@ FLT_MAX = float(np.finfo(np.float32).max)
 
 _SHAPES = {
     "v_mfma_f32_16x16x32_bf16": (32, "bf16", "bf16"),
+    "v_mfma_f32_16x16x32_f16": (32, "f16", "f16"),
     "v_mfma_f32_16x16x32_fp8_fp8": (32, "fp8", "fp8"),
     "v_mfma_f32_16x16x128_f8f6f4": (128, None, None),
     "v_mfma_scale_f32_16x16x128_f8f6f4": (128, None, None),
 }
-_ELEMENT_BITS = {"bf16": 16, "fp8": 8, "bf8": 8, "fp4": 4}
+_ELEMENT_BITS = {"bf16": 16, "f16": 16, "fp8": 8, "bf8": 8, "fp4": 4}
 
 
 def _compile_mfma(ins, kernel):

@@ -271,6 +271,16 @@ def fp8_to_f32_scale(ctx, x, scale):
     return (F32, fp.round_finite(F32.fmt, s, m, e + exp))
 
 
+def fp8_to_f16_scale(ctx, x, scale):
+    """As fp8_to_f32_scale, rounded to f16 (E4M3 times 2**(scale - 127) may leave f16's range)."""
+    v = _field("fp8_to_f16_scale", x, "fp8")
+    exp = _e8m0_scale("fp8_to_f16_scale", scale)
+    kind, s, m, e = fp.decode(fp.E4M3, v)
+    if exp is None or kind == fp.NAN:
+        return (F16, F16.fmt.default_nan)
+    return (F16, fp.round_finite(F16.fmt, s, m, e + exp))
+
+
 def f32_to_fp8_scale(ctx, x, scale):
     """x / 2**(scale - 127) to E4M3 [OCP OFP8], rounded once to nearest even [IEEE]. The
     division by the scale is the direction MLIR's arith.scaling_truncf lowers to this
@@ -380,7 +390,7 @@ HELPERS = {
     "u32_to_f32": u32_to_f32, "i32_to_f32": i32_to_f32, "f32_to_u32": f32_to_u32,
     "f32_to_i32": f32_to_i32, "signext": signext, "signext_from_bit": signext_from_bit,
     "fp4_to_bf16_scale": fp4_to_bf16_scale, "f32_to_fp8_scale": f32_to_fp8_scale,
-    "fp8_to_f32_scale": fp8_to_f32_scale,
+    "fp8_to_f32_scale": fp8_to_f32_scale, "fp8_to_f16_scale": fp8_to_f16_scale,
     "CalcDsAddr": CalcDsAddr, "CalcGlobalAddr": CalcGlobalAddr,
     "CalcBufferAddr": CalcBufferAddr, "CalcScalarGlobalAddr": CalcScalarGlobalAddr,
     "nop": nop, "HwRegWriteMask": _undefined("HwRegWriteMask"),

@@ -58,6 +58,7 @@ SOP2 = {
     "s_and_b64": (("b64", "b64"), 64, _logic(lambda a, b: a & b)),
     "s_or_b64": (("b64", "b64"), 64, _logic(lambda a, b: a | b)),
     "s_andn2_b64": (("b64", "b64"), 64, _logic(lambda a, b: a & ~b & MASK64)),
+    "s_andn2_b32": (("b32", "b32"), 32, _logic(lambda a, b: a & ~b & MASK32)),
     "s_lshl_b32": (("b32", "b32"), 32, _logic(lambda a, b: (a << (b & 31)) & MASK32)),
     "s_lshr_b32": (("b32", "b32"), 32, _logic(lambda a, b: a >> (b & 31))),
     "s_ashr_i32": (("b32", "b32"), 32, _logic(lambda a, b: (_s32(a) >> (b & 31)) & MASK32)),
@@ -80,6 +81,7 @@ SOP1 = {
     "s_not_b32": ("b32", 32, lambda a, scc: ((~a) & MASK32, int((~a) & MASK32 != 0))),
     "s_abs_i32": ("b32", 32, lambda a, scc: (abs(_s32(a)) & MASK32, int(abs(_s32(a)) & MASK32 != 0))),
     "s_bcnt1_i32_b64": ("b64", 32, lambda a, scc: (bin(a).count("1"), int(a != 0))),
+    "s_brev_b32": ("b32", 32, lambda a, scc: (int(f"{a:032b}"[::-1], 2), None)),
 }
 
 _CMP = {"eq": lambda a, b: a == b, "lg": lambda a, b: a != b, "gt": lambda a, b: a > b,

@@ -191,6 +191,10 @@ OPS = {
     "v_max_i32": (("i32", "i32"), "i32", np.maximum),
     "v_min_i32": (("i32", "i32"), "i32", np.minimum),
     "v_min_u32": (("u32", "u32"), "u32", np.minimum),
+    "v_max_u32": (("u32", "u32"), "u32", np.maximum),
+    "v_alignbit_b32": (("u32", "u32", "u32"), "u32",
+                       lambda a, b, c: ((((np.asarray(a, dtype=U64) << U64(32)) | np.asarray(b, dtype=U64))
+                                         >> (np.asarray(c, dtype=U64) & U64(31))) & U64(MASK32)).astype(U32)),
     "v_max_u16": (("u16", "u16"), "u16", np.maximum),
     "v_add_u16": (("u16", "u16"), "u16", lambda a, b: a + b),
     "v_sub_u16": (("u16", "u16"), "u16", lambda a, b: a - b),
@@ -238,6 +242,7 @@ OPS = {
     "v_cvt_f32_i32": (("i32",), "f32", lambda a: np.asarray(a).astype(F32)),
     "v_cvt_u32_f32": (("f32",), "u32", _u(lambda a: _cvt_u32_f32(a))),
     "v_cvt_i32_f32": (("f32",), "i32", _u(lambda a: _cvt_i32_f32(a))),
+    "v_cvt_pk_f16_f32": (("f32", "f32"), "b32", lambda a, b: _f32_to_f16_bits(a) | (_f32_to_f16_bits(b) << U32(16))),
     "v_cvt_pk_bf16_f32": (("f32", "f32"), "b32",
                           lambda a, b: nm.f32_to_bf16_bits(np.asarray(a)) | (nm.f32_to_bf16_bits(np.asarray(b)) << U32(16))),
 }
@@ -341,6 +346,16 @@ def _perm(s0, s1, sel):
     return out
 
 
+def _f32_to_f16_bits(a):
+    """float32 -> f16 bits, round to nearest even; a NaN quieted, its sign and the top of
+    its payload kept."""
+    a = np.asarray(a, dtype=F32)
+    bits = a.astype(np.float16).view(np.uint16).astype(U32)
+    raw = a.view(U32)
+    nan = ((raw >> U32(16)) & U32(0x8000)) | U32(0x7E00) | ((raw >> U32(13)) & U32(0x3FF))
+    return np.where(np.isnan(a), nan, bits)
+
+
 def _cvt_i32_f32(a):
     """Truncation toward zero, saturating at the int32 range; NaN gives 0."""
     a = np.asarray(a, dtype=np.float64)
@@ -422,7 +437,9 @@ def _source_readers(ins, kinds, first_source, encoding):
         reader = vector_reader(op, read_kind if _width(kind) == 32 else ("b64" if kind != "f64" else "f64"))
         if encoding == "_sdwa":
             sel = ins.modifiers.get(f"src{i}_sel", "DWORD")
-            reader = _sdwa_select(reader, sel, signed=kind.startswith("i"))
+            reader = _sdwa_select(reader, sel, signed=op.sext or kind.startswith("i"))
+        elif op.sext:
+            raise NotImplementedInstruction("sext() outside SDWA")
         readers.append(reader)
     if encoding == "_dpp":
         readers[0] = _dpp_reader(ins, readers[0])
@@ -879,25 +896,34 @@ def _cvt_pk_bf16_fp4(ins, kernel):
     return run, 1
 
 
-@register("v_cvt_scalef32_pk_f32_fp8")
+@register("v_cvt_scalef32_pk_f32_fp8", "v_cvt_scalef32_pk_f16_fp8")
 def _cvt_pk_f32_fp8(ins, kernel):
-    """D (two registers) = the two e4m3 bytes of the 16-bit half of S0 that OPSEL[0] picks,
-    times 2^(exponent(S1) - 127), as f32 (exact)."""
+    """D = the two e4m3 bytes of the 16-bit half of S0 that OPSEL[0] picks, times
+    2^(exponent(S1) - 127): two f32 (two registers, exact) or two f16 (one register)."""
+    half_precision = "_f16_" in ins.mnemonic
     check_modifiers(ins, {"op_sel"})
     op_sel = ins.modifiers.get("op_sel", (0, 0, 0))
     if any(op_sel[1:]):
         raise NotImplementedInstruction("op_sel beyond the source half")
     shift = U32(16 * op_sel[0])
     r0, r1 = vector_reader(ins.operands[1], "b32"), vector_reader(ins.operands[2], "f32")
-    write = vector_writer(ins.operands[0], 64)
+    write = vector_writer(ins.operands[0], 32 if half_precision else 64)
 
     def run(wave):
         half = (nm.lanes(r0(wave), U32) >> shift) & U32(0xFFFF)
         scale = _exponent(r1(wave)).astype(np.float64)
         factor = np.where(scale == 255, np.nan, np.exp2(scale - 127.0))   # e8m0 0xFF: NaN
-        lo = (nm.e4m3_bits_to_f64(half & U32(0xFF)) * factor).astype(F32)
-        hi = (nm.e4m3_bits_to_f64(half >> U32(8)) * factor).astype(F32)
-        write(wave, lo.view(U32).astype(U64) | (hi.view(U32).astype(U64) << U64(32)))
+        lo = nm.e4m3_bits_to_f64(half & U32(0xFF)) * factor
+        hi = nm.e4m3_bits_to_f64(half >> U32(8)) * factor
+        # a NaN (an e4m3 NaN byte, a NaN scale) comes out as AMD's default NaN
+        if half_precision:
+            lo16 = np.where(np.isnan(lo), U32(0xFE00), lo.astype(np.float16).view(np.uint16).astype(U32))
+            hi16 = np.where(np.isnan(hi), U32(0xFE00), hi.astype(np.float16).view(np.uint16).astype(U32))
+            write(wave, lo16 | (hi16 << U32(16)))
+        else:
+            lo32 = np.where(np.isnan(lo), DEFAULT_NAN, lo.astype(F32).view(U32))
+            hi32 = np.where(np.isnan(hi), DEFAULT_NAN, hi.astype(F32).view(U32))
+            write(wave, lo32.astype(U64) | (hi32.astype(U64) << U64(32)))
     return run, 1
 
 
