@@ -3,7 +3,7 @@ tests/test_gluon_kernels.py::test_gluon_mxfp4_form_matches_fp64_attention: score
 P rounded to bf16 per (group of 32 rows, tile of 128 rows) against the group's running max,
 fp32 sums, the groups and splits merged by log-sum-exp, the output in bf16.
 
-    python3 results/2026-12-01-h200-gluon-mxfp4/emulate_twin.py   (CPU, ~1 min)
+    python3 bench/mxfp4_twin_numerics.py > results/2026-12-01-h200-gluon-mxfp4/emulate_twin.txt  (CPU, ~1 min)
 
 Prints, per case: the emulation's worst error over the test's bound (bf16_p_bound: 2^-8
 of the attention-weighted |V|, plus assert_close's 2^-7 relative), its relative RMS, and,
@@ -14,7 +14,7 @@ import math
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "tests"), str(ROOT)]
 import torch  # noqa: E402
 from test_triton_kernels import attention_ref, dequant_mxfp4, make_indptr, make_mxfp4, SM_SCALE  # noqa: E402

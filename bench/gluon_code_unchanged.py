@@ -2,7 +2,7 @@
 another commit, with the installed Triton? (Issue 28 item 2: the spellings this tree
 accepts must not change what Triton 3.6 emits.)
 
-    python3 results/2026-12-01-cpu-triton-versions/gluon_code_unchanged.py COMMIT
+    python3 bench/gluon_code_unchanged.py COMMIT
 
 Extracts COMMIT (git archive) into a temporary folder, compiles there and here (each in a
 subprocess, TRITON_INTERPRET unset, an empty Triton cache) every distinct Gluon
@@ -20,7 +20,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 
 DUMP = r"""
 import json, sys, tempfile

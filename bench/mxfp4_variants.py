@@ -3,7 +3,7 @@ one text edit of submission.py (a copy in a temporary tree; the repository is no
 compiled for gfx950 at 256x8192 by bench/gluon_isa.py (the launch offered first: 2 splits,
 4 waves, waves_per_eu 2). Static bounds of compiled code, not times.
 
-    python3 results/2026-12-01-gfx950-mxfp4-v2/variants.py > results/2026-12-01-gfx950-mxfp4-v2/variants.txt
+    python3 bench/mxfp4_variants.py > results/2026-12-01-gfx950-mxfp4-v2/variants.txt
 """
 import json
 import shutil
@@ -12,7 +12,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 
 VARIANTS = {
     "as committed": [],
@@ -20,8 +20,8 @@ VARIANTS = {
     # so that each group's store waits only for its own loads; the barrier keeps the
     # scheduler from reordering them (the loop's waits are counted on that order).
     "no barrier pinning the loads' order": [
-        ("        gl.thread_barrier()  # the loop's order of the loads (its waits count on it)\n", ""),
-        ("            gl.thread_barrier()  # keeps these loads before the codes' (the waits count on that order)\n",
+        ("        _gluon_barrier()  # the loop's order of the loads (its waits count on it)\n", ""),
+        ("            _gluon_barrier()  # keeps these loads before the codes' (the waits count on that order)\n",
          "")],
     # The tile's row maxima by maxnum (Triton's default max): LLVM quiets each operand first.
     "maxnum maxima (gl.max, gl.maximum)": [

@@ -8,13 +8,13 @@ so this checks the permutations, tables and masks the kernel composes, not Gluon
 lowering (the gfx950 emulator and the NVIDIA twin do that). A deliberately wrong
 permutation (of the output's columns, or of Q's K order) gives errors of order 1.
 
-    python3 results/2026-12-01-gfx950-mxfp4-v2/index_algebra_check.py > results/2026-12-01-gfx950-mxfp4-v2/index_algebra_check.txt
+    python3 bench/mxfp4_index_algebra.py > results/2026-12-01-gfx950-mxfp4-v2/index_algebra_check.txt
 """
 import math
 import sys
 import torch
 
-ROOT = __import__("pathlib").Path(__file__).resolve().parents[2]
+ROOT = __import__("pathlib").Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 from test_triton_kernels import make_mxfp4, dequant_mxfp4, make_indptr  # noqa: E402
 
