@@ -32,17 +32,13 @@ SAMPLES = 15
 
 def synchronized_us(call, runs: int) -> float:
     import torch
+    import report
     flush = torch.empty(2 * torch.cuda.get_device_properties(0).L2_cache_size, dtype=torch.uint8, device="cuda")
     samples = []
     for _ in range(runs):
         flush.zero_()
         torch.cuda.synchronize()
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        call()
-        end.record()
-        end.synchronize()
-        samples.append(start.elapsed_time(end) * 1e3)
+        samples.append(report.event_us(call))
     return statistics.median(samples)
 
 

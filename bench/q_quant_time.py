@@ -61,21 +61,12 @@ def benchmark_cases() -> list[dict]:
     return yaml.safe_load((ROOT / "task.yml").read_text())["benchmarks"]
 
 
-def _events():
-    return torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-
-
 def device_us_of(work, repeats: int = 5) -> float:
     """Median device time of `work` alone (synchronized before and after)."""
     samples = []
     for _ in range(repeats):
         torch.cuda.synchronize()
-        start, end = _events()
-        start.record()
-        work()
-        end.record()
-        end.synchronize()
-        samples.append(start.elapsed_time(end) * 1e3)
+        samples.append(clocks.event_us(work))
     return statistics.median(samples)
 
 

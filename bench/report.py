@@ -48,6 +48,17 @@ def _events():
     return torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
 
 
+def event_us(work) -> float:
+    """Microseconds between two CUDA events recorded around work(), the host waiting for
+    the end event (what the work queued runs between them, no synchronize before it)."""
+    start, end = _events()
+    start.record()
+    work()
+    end.record()
+    end.synchronize()
+    return start.elapsed_time(end) * 1e3
+
+
 def measure_read_bandwidth(gib: float = 4.0, repeats: int = 20) -> float:
     """Bytes per second of a full read of a large bf16 tensor (a sum)."""
     import torch
@@ -56,12 +67,7 @@ def measure_read_bandwidth(gib: float = 4.0, repeats: int = 20) -> float:
         x.sum()
     samples = []
     for _ in range(repeats):
-        start, end = _events()
-        start.record()
-        x.sum()
-        end.record()
-        end.synchronize()
-        samples.append(start.elapsed_time(end) / 1e3)
+        samples.append(event_us(x.sum) / 1e6)
     return x.numel() * 2 / statistics.median(samples)
 
 
@@ -122,12 +128,7 @@ def device_us(call, runs: int) -> float | None:
     samples = []
     for _ in range(runs):
         utils.clear_l2_cache_large()
-        start, end = _events()
-        start.record()
-        graph.replay()
-        end.record()
-        end.synchronize()
-        samples.append(start.elapsed_time(end) * 1e3)
+        samples.append(event_us(graph.replay))
     return statistics.median(samples)
 
 
