@@ -1568,7 +1568,23 @@ if GLUON_AVAILABLE:
         # returns the groups' unnormalized (acc [G, 16, 512], m, l [G, 16]) scaled back.
         # The ring: tile i lives in stage i % STAGES; the copies of tile i + STAGES - 1 are
         # issued before tile i is multiplied, so STAGES - 1 tiles are in flight during
-        # every product.
+        # every product. As offered (STAGES = 2, 128 rows, 4 waves), a tile's copies are
+        # C = 18 buffer loads into LDS a wave (128 x 576 bytes / 256 lanes / 16 bytes), and
+        # on gfx950 iteration i compiles to this order (tests/test_gfx950_report.py checks it):
+        #
+        #   before the loop  copy tile 0 -> stage 0          C x buffer_load_dwordx4 ... lds
+        #   iteration i      barrier                         all waves done reading stage (i+1)%2
+        #                    copy tile i+1 -> stage (i+1)%2  C x buffer_load_dwordx4 ... lds
+        #                    wait_group(STAGES - 1)          s_waitcnt vmcnt(C): tile i in, i+1 in flight
+        #                    barrier                         every wave's copies of tile i in
+        #                    read K of stage i%2, S = Q.K^T  ds_read; MFMA 16x16x128 (nope), 16x16x32 (rope)
+        #                    softmax step, P x 2^8 in e4m3
+        #                    read V of stage i%2, O += P.V   ds_read; MFMA 16x16x32
+        #   after the loop   wait_group(0)
+        #
+        #   iteration   before | 0               | 1               | 2               | ...
+        #   stage 0     copy 0 | read 0, MFMA 0  | copy 2          | read 2, MFMA 2  |
+        #   stage 1            | copy 1          | read 1, MFMA 1  | copy 3          |
         TOKENS: gl.constexpr = BLOCK_N // GROUPS
         MMA: gl.constexpr = _gluon_mma_layout(ARCH, GROUPS)
         NOPE_MMA: gl.constexpr = _gluon_mma_layout(ARCH, GROUPS, 128)
@@ -2110,6 +2126,24 @@ if GLUON_AVAILABLE:
         # in flight into registers; after tile i's products the rest of tile i + 1 (rope codes,
         # scale bytes) goes to shared memory and tile i + 2's loads of it are issued, then the
         # same for the nope codes, so that no wait in the loop drains the loads of tile i + 2.
+        # A wave's loads of a tile (128 rows, 4 waves): the codes C = 8 buffer_load_dwordx4
+        # (128 x 256 bytes / 256 lanes / 16 bytes), the rest R = 10 (the rope codes' one
+        # buffer_load_dwordx4, the scale bytes' nine buffer_load_ubyte). On gfx950 iteration i
+        # compiles to this order (tests/test_gfx950_report.py checks it):
+        #
+        #   before the loop  load rest 0, codes 0; store both; load rest 1, codes 1
+        #   iteration i      read tile i, S = Q.K^T        ds_read; MFMA scaled 16x16x128 (5 K steps)
+        #                    row maxima, P via LDS         ds_write, barrier, ds_read
+        #                    read V codes, O^T += V^T.P^T  ds_read; MFMA 16x16x32 bf16
+        #                    store rest i+1                s_waitcnt vmcnt(>= C): codes i+1 still in flight
+        #                    load rest i+2                 R buffer loads
+        #                    barrier                       (keeps the two groups of loads in this order)
+        #                    store codes i+1               s_waitcnt vmcnt(R): rest i+2 still in flight
+        #                    load codes i+2                C buffer loads
+        #
+        #   iteration              before | 0            | 1            | 2            | ...
+        #   shared memory (read)          | tile 0       | tile 1       | tile 2       |
+        #   registers (in flight)  tile 1 | tile 1 -> 2  | tile 2 -> 3  | tile 3 -> 4  |
         gl.static_assert(STAGES == 2)
         gl.static_assert(GROUPS == 4)
         gl.static_assert(BLOCK_N == 32 * GROUPS)

@@ -719,3 +719,95 @@ def test_mfma_cycles_follow_amds_table():
         == "v_mfma_scale_f32_16x16x128_f8f6f4.fp8.fp6"
     with pytest.raises(KeyError):
         amdgcn.mfma_cycles("v_mfma_f32_64x64x1_f99")
+
+
+# ---- The Gluon forms' rings, in the order their header diagrams in submission.py draw ----
+# (_gluon_attend_fp8, _gluon_attend_mxfp4): each main loop read as a list of the events the
+# diagrams name, checked in the diagram's order and counts, per offered specialization.
+
+def ring_events(loop: list) -> list[tuple[str, str]]:
+    """(event, detail) of a main loop in order: "copy" (a buffer load into LDS), "load" (a
+    buffer load into registers; detail: its bytes a lane), "wait" (s_waitcnt with a vmcnt;
+    detail: the count), "barrier", "read" / "write" (LDS), "mfma" (detail: the mnemonic)."""
+    events = []
+    for mnemonic, operands in loop:
+        kind = amdgcn.load_kind(mnemonic, operands) if amdgcn.instruction_class(mnemonic) == "vmem" else None
+        if kind == "buffer_to_lds":
+            events.append(("copy", mnemonic))
+        elif kind is not None:
+            events.append(("load", str(amdgcn.vmem_load_bytes(mnemonic) // amdgcn.LANES)))
+        elif mnemonic == "s_waitcnt" and (count := re.search(r"vmcnt\((\d+)\)", operands)):
+            events.append(("wait", count.group(1)))
+        elif mnemonic == "s_barrier":
+            events.append(("barrier", ""))
+        elif mnemonic.startswith("ds_read"):
+            events.append(("read", mnemonic))
+        elif mnemonic.startswith("ds_write"):
+            events.append(("write", mnemonic))
+        elif amdgcn.instruction_class(mnemonic) == "mfma":
+            events.append(("mfma", mnemonic))
+    return events
+
+
+def _where(events: list, name: str) -> list[int]:
+    return [i for i, (event, _) in enumerate(events) if event == name]
+
+
+def assert_fp8_ring_order(events: list, copies: int, stages: int) -> None:
+    """_gluon_attend_fp8's diagram: barrier; the next tile's `copies` copies into LDS; one
+    wait leaving (stages - 1) tiles' copies in flight; barrier; then the LDS reads and the
+    MFMAs (the nope scores' 16x16x128 before any 16x16x32), no other wait, no other copy."""
+    names = [event for event, _ in events if event not in ("read", "mfma")]
+    assert names == ["barrier"] + ["copy"] * copies + ["wait", "barrier"], f"loop order {names}"
+    waits = [int(detail) for event, detail in events if event == "wait"]
+    assert waits == [(stages - 1) * copies], f"wait_group({stages - 1}) compiled to vmcnt{waits}"
+    reads, mfmas = _where(events, "read"), _where(events, "mfma")
+    assert reads and mfmas and min(reads) > _where(events, "wait")[0] and min(reads) < min(mfmas)
+    kinds = [detail for event, detail in events if event == "mfma"]
+    k128 = [i for i, kind in enumerate(kinds) if "16x16x128" in kind]
+    assert k128 and max(k128) < min(i for i, kind in enumerate(kinds) if "16x16x32" in kind), kinds
+
+
+def assert_mxfp4_pipeline_order(events: list, rest_bytes: list, code_bytes: list) -> None:
+    """_gluon_attend_mxfp4's diagram: no copy into LDS; tile i's LDS reads and MFMAs (scaled
+    scores before the bf16 P.V) all before the first wait; waits that keep the codes of tile
+    i+1 in flight (vmcnt >= their count); the rest's loads of tile i+2, a barrier, one wait
+    that keeps those in flight (vmcnt = their count), the codes' LDS writes, their loads."""
+    assert not _where(events, "copy"), "the MXFP4 form copies into LDS"
+    loads = _where(events, "load")
+    rests, codes = loads[:len(rest_bytes)], loads[len(rest_bytes):]
+    assert sorted(events[i][1] for i in rests) == sorted(rest_bytes), [events[i][1] for i in loads]
+    assert [events[i][1] for i in codes] == code_bytes, [events[i][1] for i in loads]
+    mfmas, reads, waits = _where(events, "mfma"), _where(events, "read"), _where(events, "wait")
+    kinds = [events[i][1] for i in mfmas]
+    scaled = [i for i, kind in enumerate(kinds) if kind.startswith("v_mfma_scale")]
+    assert scaled and max(scaled) < min(i for i, kind in enumerate(kinds) if "bf16" in kind), kinds
+    assert max(mfmas) < rests[0] and max(reads) < waits[0], "a product or a read after the stores began"
+    before = [int(events[i][1]) for i in waits if i < rests[0]]
+    assert before and min(before) >= len(code_bytes), f"waits {before} drain the codes of tile i+1"
+    between = [i for i in range(rests[-1], codes[0]) if events[i][0] in ("wait", "barrier", "write")]
+    assert [events[i][0] for i in between][:2] == ["barrier", "wait"], [events[i] for i in between]
+    assert [int(events[i][1]) for i in between if events[i][0] == "wait"] == [len(rest_bytes)]
+    assert all(events[i][0] == "write" for i in between[2:]) and len(between) > 2
+    assert not [i for i in waits if i > codes[0]], "a wait after the codes' loads"
+
+
+@pinned_triton_codegen("the Gluon rings' order")
+def test_gluon_rings_compile_in_the_order_their_diagrams_draw(report):
+    rep, folder = report
+    seen = set()
+    for kernel in rep["kernels"]:
+        form, constexprs = _kv_form(kernel), kernel["launch"]["constexprs"]
+        if form not in ("fp8_gluon", "mxfp4_gluon"):
+            continue
+        lanes = 64 * kernel["launch"]["options"]["num_warps"]
+        events = ring_events(amdgcn.main_loop((folder / "asm" / f"{kernel['name']}.amdgcn").read_text()))
+        rows = constexprs["BLOCK_N"]
+        if form == "fp8_gluon":  # a row's 576 bytes in 16-byte copies, shared by the lanes
+            assert_fp8_ring_order(events, rows * 576 // 16 // lanes, constexprs["STAGES"])
+        else:  # rest: the rope codes (32 bytes a row) in 16-byte loads, the 18 scale bytes one a load
+            assert constexprs["STAGES"] == 2
+            assert_mxfp4_pipeline_order(events, ["16"] * (rows * 32 // 16 // lanes) + ["1"] * (rows * 18 // lanes),
+                                        ["16"] * (rows * 256 // 16 // lanes))
+        seen.add(form)
+    assert seen == {"fp8_gluon", "mxfp4_gluon"}
