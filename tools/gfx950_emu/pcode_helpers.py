@@ -289,8 +289,9 @@ def f32_to_fp8_scale(ctx, x, scale):
     included; with it clear: NaN (0x7F with x's sign) [reading: FP16_OVFL is the MODE bit
     that "selects finite overflow behavior for f32->f8" (ROCm/rocm-systems PR 9030, AMD's
     rocjitsu emulator), which Triton sets for every kernel with an f32 -> fp8 cast; the
-    saturated values are torch's float8_e4m3fn conversion, which tests/test_gfx950_pcode.py
-    checks; what the hardware gives for an infinite source is not public]. NaN gives 0x7F
+    saturated values are those of torch 2.13's float8_e4m3fn conversion (2.11 gives NaN
+    there); tests/test_gfx950_pcode.py checks the rest against torch; what the hardware gives
+    for an infinite source is not public]. NaN gives 0x7F
     with x's sign; a scale of 0xFF (E8M0's NaN) gives NaN [OCP]."""
     t = _float_arg("f32_to_fp8_scale", x)
     exp = _e8m0_scale("f32_to_fp8_scale", scale)
