@@ -115,3 +115,18 @@ def test_every_form_forced_on_an_mi355x_reads_in_the_emulator():
         machine.compile(emu.compile_for_gfx950(call).listing)
         read.add((kv_format, form))
     assert read == {(f, form) for f, forms in sub.KERNEL_FORMS.items() for form in forms}
+
+
+def test_a_listing_the_emulator_cannot_read_fails_by_name(monkeypatch):
+    """Another Triton's code can hold a modifier the reader does not know (Triton 3.8's DPP
+    row_half_mirror): the run fails naming it, as a FAIL row of the table, not a traceback."""
+    from gfx950_emu import cases, listing
+    unknown = "line 498: unknown modifier 'row_half_mirror' in 'v_mov_b32_dpp v33, v3 row_half_mirror'"
+
+    def unreadable(calls, memory, machine):
+        raise listing.ListingError(unknown)
+    monkeypatch.setattr(cases, "_check_specialization", lambda target, calls: None)
+    monkeypatch.setattr(cases, "run_calls", unreadable)
+    target = cases.Target(["k"], ("m", "k", ()), None, 0, "k")
+    result = cases._run(target, cases.MIXED, [], lambda: (True, "unreached"))
+    assert not result.passed and result.detail == f"stopped: {unknown}"

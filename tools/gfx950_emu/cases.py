@@ -26,6 +26,7 @@ import reference
 import submission as sub
 
 from .launch import run_calls
+from .listing import ListingError
 from .machine import Machine
 from .memory import GlobalMemory
 from .reports import EmulationStopped, NotImplementedInstruction
@@ -307,7 +308,9 @@ def _run(target: Target, case: Case, calls, check) -> Result:
     machine = Machine(GlobalMemory())
     try:
         machine, results = run_calls(calls, machine.memory, machine)
-    except (EmulationStopped, NotImplementedInstruction) as error:
+    except (EmulationStopped, NotImplementedInstruction, ListingError) as error:
+        # a listing with an instruction, operand or modifier this emulator does not know
+        # (another Triton's code, say) fails by name, like a run that stops
         return Result(target.label, case.name, 0, time.perf_counter() - started, False,
                       f"stopped: {error}", list(machine.violations))
     instructions = sum(r.instructions for r in results)
