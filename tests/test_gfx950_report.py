@@ -384,6 +384,20 @@ def test_markdown_needs_its_markers(report, tmp_path):
     assert doc.read_text() == "no markers here\n"
 
 
+def test_the_report_writes_no_markdown_unless_asked(report, tmp_path):
+    """Without --markdown the tracked docs/gfx950.md stays as it is (a checkout stays clean);
+    the summary still prints, naming no written file."""
+    _, folder = report
+    doc = ROOT / "docs" / "gfx950.md"
+    before = (doc.read_bytes(), doc.stat().st_mtime_ns)
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    proc = subprocess.run([sys.executable, str(REPORT), "render", str(folder / "report.json")],
+                          env=env, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert "STATIC BOUND" in proc.stdout and "full tables:" not in proc.stdout
+    assert (doc.read_bytes(), doc.stat().st_mtime_ns) == before
+
+
 ISSUE_21_TARGETS = {"fp8": {"issue_x_hbm": 0.10, "valu_x_hbm": 0.15, "mfma_x_hbm": 0.15},
                     "mxfp4": {"issue_x_hbm": 0.25, "valu_x_hbm": 0.45, "mfma_x_hbm": 0.30}}
 
