@@ -1948,8 +1948,26 @@ AUTOPICK_WARMUP = 2
 AUTOPICK_REPEATS = 5
 
 
+SWITCHES = ("MLA_DEBUG", "MLA_CHECK_INDPTR")
+_SWITCH_SPELLINGS = {"": False, "0": False, "false": False, "1": True, "true": True}
+
+
 def _env_flag(name: str) -> bool:
-    return os.environ.get(name, "") not in ("", "0", "false", "False")
+    """A switch: 1 or true is on; 0, false, empty or unset off (any case). Raises
+    ValueError naming any other spelling."""
+    value = os.environ.get(name, "")
+    if value.strip().lower() not in _SWITCH_SPELLINGS:
+        raise ValueError(f"{name}={value!r}: a switch is 1 or true (on), 0, false or unset (off)")
+    return _SWITCH_SPELLINGS[value.strip().lower()]
+
+
+def _check_interpret_setting() -> None:
+    """TRITON_INTERPRET as this file reads it, 1 or 0 / unset; Triton reads more spellings
+    (true, on, yes), and the two would then disagree about where kernels run."""
+    value = os.environ.get("TRITON_INTERPRET", "")
+    if value not in ("", "0", "1"):
+        raise ValueError(f"TRITON_INTERPRET={value!r}: set it to 1 (Triton's interpreter) or 0 / "
+                         f"unset; this file reads no other spelling, which Triton may read as on")
 
 
 # =====================================================================================
@@ -3159,9 +3177,13 @@ def _route_candidates(shape: CallShape) -> list:
 
 
 def cannot_run_here() -> str | None:
-    """Why MLA_ROUTE, where set, cannot serve on this machine (its GPU, else the CPU), for
-    eval.py to say before any case runs; None where it can or is unset."""
+    """Why MLA_ROUTE, where set, cannot serve on this machine (its GPU, else the CPU), or a
+    switch's spelling that this file does not read, for eval.py to say before any case
+    runs; None where it can run."""
     try:
+        for name in SWITCHES:
+            _env_flag(name)
+        _check_interpret_setting()
         forced, form = forced_route()
     except ValueError as error:
         return str(error)
