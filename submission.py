@@ -2298,8 +2298,10 @@ class TritonRoute:
         if device.type == "cuda" or os.environ.get("TRITON_INTERPRET") == "1":   # as _runs_triton_here
             return None
         return ("Triton kernels run on a GPU; on a CPU only under TRITON_INTERPRET=1, which is "
-                "slow: about 35 s for the task's smallest test case (4 x 1024) on a 2-core "
-                "machine, hours for its larger ones, so give eval.py a small cases file")
+                "slow: the task's smallest test case (4 x 1024), the autopick's candidates "
+                "included, took 3 min forced to triton_fp8 and 6 min to triton_mxfp4 on a 2-core "
+                "machine at load 4.7 (docs/commands.md), hours for its larger ones, so give "
+                "eval.py a small cases file")
 
     def variants(self, shape: CallShape, form: str = "") -> list:
         if shape.q_seq_len != 1 or self.kv_format not in shape.formats or not _runs_triton_here(shape.device):
