@@ -277,7 +277,7 @@ def memory_problem(cases: list[TestCase], mode: str, available: int | None, wher
             copies = "once" if INPUT_COPIES[mode] == 1 else f"{INPUT_COPIES[mode]} times"
             return (f"the case `{case.spec}` needs about {need / 2**30:.1f} GiB of memory in "
                     f"{mode} mode (its inputs {copies}, and the reference's work), and "
-                    f"{available / 2**30:.1f} GiB is {where}: give smaller cases "
+                    f"{available / 2**30:.1f} GiB is {where}: give a cases file of smaller cases "
                     f"(docs/commands.md gives each mode's peak)")
     return None
 

@@ -395,7 +395,8 @@ def test_memory_need_follows_the_inputs_each_mode_holds():
     assert problem == (f"the case `batchsize: 256; qseqlen: 1; kvseqlen: 8192; seed: 9826` needs "
                        f"about {need / 2**30:.1f} GiB of memory in test mode (its inputs 2 times, "
                        f"and the reference's work), and {(need - 1) / 2**30:.1f} GiB is available "
-                       f"(MemAvailable): give smaller cases (docs/commands.md gives each mode's peak)")
+                       f"(MemAvailable): give a cases file of smaller cases (docs/commands.md gives each "
+                       f"mode's peak)")
 
 
 def test_a_case_too_large_for_this_machine_exits_113_before_any_input(run_eval, submission_file,
