@@ -1967,7 +1967,8 @@ def _check_interpret_setting() -> None:
     value = os.environ.get("TRITON_INTERPRET", "")
     if value not in ("", "0", "1"):
         raise ValueError(f"TRITON_INTERPRET={value!r}: set it to 1 (Triton's interpreter) or 0 / "
-                         f"unset; this file reads no other spelling, which Triton may read as on")
+                         f"unset; submission.py reads no other spelling, and Triton may read this "
+                         f"one as on")
 
 
 # =====================================================================================

@@ -3,6 +3,8 @@ command, each with the machine's load while it ran.
 
     python3 bench/cpu_times.py --out DIR [--only NAME ...]     measure (default: all)
     python3 bench/cpu_times.py --list                          what each NAME runs
+    python3 bench/cpu_times.py peak MODE CASE_LINE ...         each case alone: peak memory
+                                                               beside eval.py's estimate
 
 Each measurement runs one command from the repository's folder as a user would (no GPU
 visible), and records its wall time, its exit status, its peak memory (the largest
@@ -23,6 +25,7 @@ import dataclasses
 import json
 import os
 import platform
+import shlex
 import shutil
 import subprocess
 import sys
@@ -57,7 +60,7 @@ def measurements(scratch: Path) -> list[Measurement]:
     return [
         Measurement("setup_fresh_venv", "the README's order in a fresh venv: torch's CPU build, "
                     "then tools/setup.sh (tests/test_setup.py's steps)",
-                    [sys.executable, __file__, "setup-in-venv", str(scratch / "venv")]),
+                    ["python3", "bench/cpu_times.py", "setup-in-venv", str(scratch / "venv")]),
         Measurement("eval_benchmark", "python3 eval.py benchmark (task.yml cpu_benchmarks)",
                     ["python3", "eval.py", "benchmark"]),
         Measurement("eval_leaderboard", "python3 eval.py leaderboard (cpu_benchmarks, a fresh "
@@ -78,6 +81,16 @@ def measurements(scratch: Path) -> list[Measurement]:
 
 def load_1min() -> float:
     return float(Path("/proc/loadavg").read_text().split()[0])
+
+
+def shown(measurement: Measurement) -> str:
+    """The command as a shell line, paths inside the repository relative to it."""
+    env = dict(measurement.env, **({"POPCORN_FD": "3"} if measurement.fd_file else {}))
+    words = [f"{key}={shlex.quote(os.path.relpath(value, ROOT) if value.startswith(str(ROOT)) else value)}"
+             for key, value in env.items()]
+    words += [shlex.quote(os.path.relpath(part, ROOT) if part.startswith(str(ROOT)) else part)
+              for part in measurement.command]
+    return " ".join(words) + (f" 3>{measurement.fd_file}" if measurement.fd_file else "")
 
 
 def run_measured(measurement: Measurement, out: Path) -> dict:
@@ -107,10 +120,7 @@ def run_measured(measurement: Measurement, out: Path) -> dict:
     if pass_fds:
         os.close(pass_fds[0])
     samples.append(load_1min())
-    return {"name": measurement.name, "what": measurement.what,
-            "command": " ".join(f"{k}={v}" for k, v in measurement.env.items()) + (" " if measurement.env else "")
-            + " ".join(os.path.relpath(part, ROOT) if part.startswith(str(ROOT)) else part
-                       for part in measurement.command),
+    return {"name": measurement.name, "what": measurement.what, "command": shown(measurement),
             "started_utc": started_utc, "wall_s": round(wall, 1),
             "exit_status": os.waitstatus_to_exitcode(status),
             "peak_rss_gib": round(usage.ru_maxrss / 2**20, 3),
@@ -145,6 +155,29 @@ def setup_in_venv(venv: Path) -> int:
     return 0
 
 
+def peak_of_cases(mode: str, lines: list[str]) -> int:
+    """Each case line run alone by eval.py in `mode` (profile: in protocol mode), its peak
+    resident set beside eval.case_memory_need's estimate plus what the worker holds before
+    any input (the first line should be a tiny case, e.g. `batchsize: 1; qseqlen: 1;
+    kvseqlen: 1; seed: 1`, whose peak is that)."""
+    sys.path.insert(0, str(ROOT))
+    import eval as harness
+    status = 0
+    with tempfile.TemporaryDirectory(prefix="cpu_peak_") as folder:
+        for line in lines:
+            cases = Path(folder) / "case.txt"
+            cases.write_text(line + "\n")
+            measurement = Measurement("peak", line, ["python3", "eval.py", mode, str(cases)],
+                                      fd_file="peak.popcorn" if mode == "profile" else None)
+            row = run_measured(measurement, Path(folder))
+            need = harness.case_memory_need(harness.parse_cases(line)[0].args, mode) / 2**30
+            print(f"{mode:12} {line:55} exit {row['exit_status']} {row['wall_s']:7.1f} s  "
+                  f"peak {row['peak_rss_gib']:.3f} GiB  estimate {need:.3f} GiB + the worker's own  "
+                  f"load {row['load_mean']:.2f}", flush=True)
+            status |= row["exit_status"]
+    return status
+
+
 def machine() -> dict:
     import torch
     import triton
@@ -170,6 +203,8 @@ def print_table(rows: list[dict]):
 def main(argv: list[str]) -> int:
     if argv[1:2] == ["setup-in-venv"]:
         return setup_in_venv(Path(argv[2]))
+    if argv[1:2] == ["peak"] and len(argv) > 3:
+        return peak_of_cases(argv[2], argv[3:])
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", type=Path, help="the results folder")
     parser.add_argument("--only", nargs="+", metavar="NAME", help="run only these measurements")
