@@ -5,13 +5,15 @@ command, each with the machine's load while it ran.
     python3 bench/cpu_times.py --list                          what each NAME runs
     python3 bench/cpu_times.py peak MODE CASE_LINE ...         each case alone: peak memory
                                                                beside eval.py's estimate
+    python3 bench/cpu_times.py table DIR/times.json ...        the markdown table of saved runs
 
 Each measurement runs one command from the repository's folder as a user would (no GPU
 visible), and records its wall time, its exit status, its peak memory (the largest
 resident set of any one process of it: os.wait4's ru_maxrss, which covers eval.py's
 worker), and the load average (/proc/loadavg's 1-minute figure) before, after and
 sampled every LOAD_SAMPLE_S during it, with the machine's cores. DIR gets NAME.log (the
-command's stdout and stderr) for each, times.json for all, and the table on stdout.
+command's stdout and stderr) for each, times.json for all and table.md (its markdown
+table, as `table` renders it); the table also goes to stdout.
 
 On a 2-core machine the whole set takes about an hour, most of it `eval.py test` at full
 size and the two test suite passes; they slow down roughly in proportion to the load.
@@ -25,6 +27,7 @@ import dataclasses
 import json
 import os
 import platform
+import re
 import shlex
 import shutil
 import subprocess
@@ -200,11 +203,33 @@ def print_table(rows: list[dict]):
               f"{row['load_max']:.2f} / {row['load_after']:.2f}")
 
 
+SCRATCH_PATH = re.compile(r"/\S*/cpu_times_[^/\s]+/")   # the run's scratch folder
+
+
+def markdown_table(reports: list[dict]) -> str:
+    """Saved runs (times.json's contents) as one markdown table, a row a measurement, each
+    with its run's tree; the scratch folder's files named alone (small_case.txt: the 4 x
+    1024 test case, tests.txt: `eval.py cases tests`)."""
+    lines = ["| name | command | tree | wall | exit | peak memory | load mean (max) |",
+             "|---|---|---|---|---|---|---|"]
+    for report in reports:
+        tree = report["machine"]["tree"]
+        for row in report["measurements"]:
+            command = SCRATCH_PATH.sub("", row["command"]).replace("|", "\\|")
+            lines.append(f"| {row['name']} | `{command}` | {tree} | {row['wall_s']:.1f} s | "
+                         f"{row['exit_status']} | {row['peak_rss_gib']:.2f} GiB | "
+                         f"{row['load_mean']:.2f} ({row['load_max']:.2f}) |")
+    return "\n".join(lines) + "\n"
+
+
 def main(argv: list[str]) -> int:
     if argv[1:2] == ["setup-in-venv"]:
         return setup_in_venv(Path(argv[2]))
     if argv[1:2] == ["peak"] and len(argv) > 3:
         return peak_of_cases(argv[2], argv[3:])
+    if argv[1:2] == ["table"] and len(argv) > 2:
+        print(markdown_table([json.loads(Path(name).read_text()) for name in argv[2:]]), end="")
+        return 0
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", type=Path, help="the results folder")
     parser.add_argument("--only", nargs="+", metavar="NAME", help="run only these measurements")
@@ -235,6 +260,7 @@ def main(argv: list[str]) -> int:
             print(f"running {measurement.name}: {measurement.what}", flush=True)
             report["measurements"].append(run_measured(measurement, args.out))
             (args.out / "times.json").write_text(json.dumps(report, indent=1))
+            (args.out / "table.md").write_text(markdown_table([report]))
             print_table(report["measurements"][-1:])
     print_table(report["measurements"])
     return 0 if all(row["exit_status"] == 0 for row in report["measurements"]) else 1
