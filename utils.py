@@ -5,6 +5,7 @@ import importlib
 import importlib.metadata
 import importlib.util
 import random
+import re
 import sys
 
 import numpy as np
@@ -204,10 +205,27 @@ def _describe_device() -> str:
     return f"{properties.name} ({arch})" + (f", the first of {count}" if count > 1 else "")
 
 
+# The Triton release lines this project was tested with (docs/setup.md says what each
+# gives; results/2026-12-01-cpu-triton-versions has the runs).
+TESTED_TRITON_LINES = ((3, 5), (3, 9))
+
+
+def _triton_range_note() -> str:
+    """' (outside the tested Triton 3.5 to 3.9)' for an imported Triton of another line, else ''."""
+    match = re.match(r"(\d+)\.(\d+)", getattr(sys.modules.get("triton"), "__version__", None) or "")
+    if not match:
+        return ""
+    (low_major, low_minor), (high_major, high_minor) = TESTED_TRITON_LINES
+    if (low_major, low_minor) <= (int(match[1]), int(match[2])) <= (high_major, high_minor):
+        return ""
+    return f" (outside the tested Triton {low_major}.{low_minor} to {high_major}.{high_minor})"
+
+
 def describe_platform() -> str:
     """The versions in use and the device, e.g. 'torch 2.11.0+cu130 (CUDA 13.0), triton 3.6.0,
     aiter not installed; device NVIDIA H200 (sm_90)'. aiter counts only with aiter.mla, as in
-    reference.py: ROCm's aiter has it, the unrelated `aiter` on PyPI does not."""
-    return (f"torch {torch.__version__} ({_torch_build()}), "
-            f"{_describe_module('triton', 'triton')}, {_describe_module('aiter', 'aiter.mla')}; "
-            f"device {_describe_device()}")
+    reference.py: ROCm's aiter has it, the unrelated `aiter` on PyPI does not. A Triton outside
+    TESTED_TRITON_LINES is named so."""
+    triton = _describe_module("triton", "triton")
+    return (f"torch {torch.__version__} ({_torch_build()}), {triton}{_triton_range_note()}, "
+            f"{_describe_module('aiter', 'aiter.mla')}; device {_describe_device()}")

@@ -24,7 +24,8 @@ multi-line block, so each of its lines is read as one instruction, label or dire
 and a line that is none of these is an error.
 
 The main loop is the one backward branch (a branch to a label above it) whose span, from
-the label to the branch, holds MFMA instructions. Everything in the span is counted,
+the label to the branch, holds MFMA instructions; several backward branches to the same
+label are one loop, spanning to the last of them. Everything in the span is counted,
 both sides of any branch inside it included (an upper bound where the loop body
 branches). Two such loops, or one inside another, are an error: per-token counts would
 not be defined.
@@ -125,6 +126,13 @@ def main_loop_span(instructions: list, labels: dict) -> tuple[int, int] | None:
              if any(instruction_class(m) == "mfma" for m, _ in instructions[start:end + 1])]
     if not spans:
         return None
+    # Several backward branches to one label are one loop with several latches (e.g. a
+    # conditional skip of the body's last instructions that lands on the loop's label):
+    # its span runs to the last of them.
+    latest = {}
+    for start, end in spans:
+        latest[start] = max(end, latest.get(start, end))
+    spans = sorted(latest.items())
     if len(spans) > 1:
         raise ValueError(f"{len(spans)} loops hold MFMA instructions (instruction spans {spans}); "
                          "the main loop is not defined")

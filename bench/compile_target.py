@@ -64,6 +64,11 @@ TARGETS = {
 }
 
 
+# The compilation knobs JITFunction.run hands to the binder with the launch's options:
+# instrumentation_mode from Triton 3.6, fpsan_homomorphic_casts from 3.9 (3.5 has neither).
+COMPILATION_KNOBS = ("instrumentation_mode", "fpsan_homomorphic_casts")
+
+
 @dataclasses.dataclass(frozen=True)
 class Specialization:
     """What Triton's JIT would compile for one launch on one target."""
@@ -111,12 +116,14 @@ class Specialization:
 
 def specialize(call: sub.KernelCall, target: GPUTarget) -> Specialization:
     """The JIT's specialization of `call` on `target` (triton/runtime/jit.py, JITFunction.run
-    and _pack_args, Triton 3.6)."""
+    and _pack_args; Triton 3.5 to 3.9)."""
     kernel = call.kernel
     backend = make_backend(target)
     kwargs = dict(call.options)
     kwargs["debug"] = kwargs.get("debug", kernel.debug) or knobs.runtime.debug
-    kwargs["instrumentation_mode"] = knobs.compilation.instrumentation_mode
+    for knob in COMPILATION_KNOBS:  # the ones this Triton's JIT passes to the binder
+        if hasattr(knobs.compilation, knob):
+            kwargs[knob] = getattr(knobs.compilation, knob)
     binder = create_function_from_signature(kernel.signature, kernel.params, backend)
     bound_args, specialization, options = binder(*call.args, **kwargs)
     key = compute_cache_key({}, specialization, options)

@@ -81,6 +81,13 @@ one side of each branch; the in-kernel merge only in the last program of a seque
 Other loops (the in-kernel merge's over the splits, the combine kernel's at 64 splits) are
 counted once, one pass, and the table says how many there are: there the figure is no bound.
 
+aiter's assembly decode (issue 32 item 4): the same per-token figures for the a8w8 kernel
+the reference calls, read from the code object in the amd-aiter wheel the tests fetch
+(bench/aiter_asm.py: disassembled by Debian's llvm-22 llvm-objdump for gfx950; its two
+tile loops, one a half of the waves each; the tokens a trip from their MFMA work), against
+the fp8 and the MXFP4 HBM time, beside our fp8 and MXFP4 first-offered launches; where
+llvm-objdump or the wheel is missing the report says so and carries no aiter figures.
+
 Cold run (issue 21 item 6): the distinct specializations the launches above compile (the
 JIT compiles one per kernel and cache key on first sight, every candidate being compiled
 when the autopick verifies and times it), by language, and their total compile time for
@@ -102,6 +109,7 @@ from pathlib import Path
 
 BENCH = Path(__file__).resolve().parent
 sys.path[:0] = [str(BENCH), str(BENCH.parent)]
+import aiter_asm  # noqa: E402
 import amdgcn  # noqa: E402
 import triton  # noqa: E402
 from triton import knobs  # noqa: E402
@@ -423,7 +431,34 @@ def build(asm_dir: Path | None) -> dict:
                         "in_flight_little_bytes_per_cu": IN_FLIGHT_LITTLE_BYTES_PER_CU,
                         "in_flight_target_bytes_per_cu": IN_FLIGHT_TARGET_BYTES_PER_CU},
             "targets": {"loop_x_hbm": LOOP_TARGETS, "target_shapes": TARGET_SHAPES, "small_shapes": SMALL_SHAPES,
-                        "baseline_forms": BASELINE_FORMS}}
+                        "baseline_forms": BASELINE_FORMS},
+            "aiter_asm": aiter_record()}
+
+
+def aiter_record(wheel: Path | None = None) -> dict:
+    """aiter's assembly a8w8 decode read from the amd-aiter wheel's code object
+    (bench/aiter_asm.py), per KV token, and its static bounds at each benchmark shape
+    against the HBM time of fp8 (the bytes it reads) and of MXFP4 (what our MXFP4 form
+    reads); {"skipped": why} where llvm-objdump or the wheel is missing here."""
+    wheel = wheel or aiter_asm.wheel_dir()
+    reason = aiter_asm.unavailable_reason(wheel)
+    if reason:
+        return {"skipped": reason}
+    record = aiter_asm.figures(wheel)
+    per_token = record["per_token"]
+    record["shapes"] = []
+    for batch, kv_len in report.BENCHMARK_SHAPES:
+        per_simd_us = batch * kv_len / (SIMDS * CLOCK_HZ) * 1e6
+        row = {"batch": batch, "kv_len": kv_len, "issue_us": per_token["total"] * per_simd_us,
+               "valu_us": per_token["valu"] * VALU_CYCLES * per_simd_us,
+               "mfma_us": record["mfma_cycles_per_token"] * per_simd_us}
+        for fmt in FORMATS:
+            hbm_us = report.route_bytes(f"triton_{fmt}", batch, kv_len) / HBM_BYTES_PER_S * 1e6
+            row[f"hbm_{fmt}_us"] = hbm_us
+            for name in ("issue", "valu", "mfma"):
+                row[f"{name}_x_{fmt}_hbm"] = row[f"{name}_us"] / hbm_us
+        record["shapes"].append(row)
+    return record
 
 
 # ------------------------------------------------------------------------------------
@@ -507,10 +542,50 @@ def table(rep: dict) -> str:
                      f"| {k['lds_bytes_per_cu'] / 1024:.1f}{lds_fit} | {k['occupancy']} | {mfma} | {counts} "
                      f"| {k['outside_loop']['total']}{_loops_note(k['outside_loop']['loops'])} | {loads} | {in_flight} "
                      f"| {k['compile_seconds']:.2f} |")
+    lines += aiter_table(rep)
     lines += ["", f"Cold run: {cold_run_line(rep)}. \"offered\": the candidates (shape, rank) that launch it; 0 for "
                   "a baseline compiled only for comparison, not counted. "
                   f"Produced by `{rep['command']}`; the columns are defined in bench/gfx950_report.py's docstring."]
     return "\n".join(lines)
+
+
+def aiter_table(rep: dict) -> list[str]:
+    """Our fp8 and MXFP4 first-offered launches beside aiter's assembly a8w8 decode (the
+    reference's own kernel), the same per-token figures, each against the HBM time of the
+    bytes it reads, and aiter's also against the MXFP4 bytes."""
+    aiter = rep.get("aiter_asm")
+    if aiter is None:
+        return []
+    head = ["", "aiter's assembly a8w8 decode, the kernel the reference calls, read by the same counts from the "
+                "code object of the amd-aiter wheel the tests fetch (bench/aiter_asm.py)"]
+    if "skipped" in aiter:
+        return head + [f": not read here ({aiter['skipped']})."]
+    loops = "; ".join(f"`{loop['label']}` {loop['instructions']} instructions, {loop['waves']} waves, "
+                      f"{loop['in_flight_bytes_per_wave'] / 1024:.1f} KiB in flight a wave at its worst MFMA"
+                      for loop in aiter["loops"])
+    kernel = aiter["kernel"]
+    head[-1] += (f" `{aiter['code_object']}` ({aiter['tools']['objdump']} --mcpu=gfx950): {kernel['waves']} waves, "
+                 f"{kernel['vgpr']} VGPRs, {kernel['lds_bytes'] // 1024} KiB LDS ({aiter['programs_per_cu']} program a "
+                 f"CU); two tile loops, one a half of the waves ({loops}), {aiter['tokens_per_trip']} tokens a trip "
+                 "(their MFMAs' work). Same static bounds as above, per benchmark shape; each against the HBM time "
+                 "of the format it reads, aiter's also against the MXFP4 bytes:")
+    lines = head + ["", "| batch | kv_len | kernel | HBM time of | loop instr / token | issue x HBM | VALU x4 x HBM "
+                        "| MFMA x HBM | loads in flight / CU (KiB) |", "|---:|---:|---|---|---:|---:|---:|---:|---:|"]
+    kernels = {k["name"]: k for k in rep["kernels"]}
+    ours = {(r["batch"], r["kv_len"], r["format"]): r for r in rep["shapes"]}
+    for row in aiter["shapes"]:
+        b, n = row["batch"], row["kv_len"]
+        for fmt in FORMATS:
+            r = ours.get((b, n, fmt))
+            if r is not None:
+                lines.append(f"| {b} | {n} | ours, {fmt} {r['language']} (offered first) | {fmt} | "
+                             f"{kernels[r['kernel']]['loop']['total']:.1f} | {r['issue_x_hbm']:.3f} | "
+                             f"{r['valu_x_hbm']:.3f} | {r['mfma_x_hbm']:.3f} | {r['in_flight_bytes_per_cu'] / 1024:.1f} |")
+        for fmt in FORMATS:
+            lines.append(f"| {b} | {n} | aiter a8w8 assembly | {fmt} | {aiter['per_token']['total']:.1f} | "
+                         f"{row[f'issue_x_{fmt}_hbm']:.3f} | {row[f'valu_x_{fmt}_hbm']:.3f} | "
+                         f"{row[f'mfma_x_{fmt}_hbm']:.3f} | {aiter['in_flight_bytes_per_cu'] / 1024:.1f} |")
+    return lines
 
 
 def _loops_note(loops: int) -> str:
@@ -552,6 +627,17 @@ def summary(rep: dict, written: list) -> str:
             where = ", ".join(f"{r['batch']}x{r['kv_len']}" for r in chosen)
             lines.append(f"  {label} {where}: met: {'; '.join(met) or 'none'}")
             lines.append(f"    missed: {'; '.join(missed) or 'none'}")
+    aiter = rep.get("aiter_asm")
+    if aiter is not None and "skipped" in aiter:
+        lines.append(f"aiter's a8w8 assembly decode: not read ({aiter['skipped']})")
+    elif aiter is not None:
+        rows = [r for r in aiter["shapes"] if (r["batch"], r["kv_len"]) in map(tuple, TARGET_SHAPES)]
+        lines.append("aiter's a8w8 assembly decode (the reference's kernel), at " + ", ".join(
+            f"{r['batch']}x{r['kv_len']}" for r in rows) + ": issue / VALU x4 / MFMA x fp8 HBM " + "; ".join(
+            f"{r['issue_x_fp8_hbm']:.3f}/{r['valu_x_fp8_hbm']:.3f}/{r['mfma_x_fp8_hbm']:.3f}" for r in rows)
+            + f", x MXFP4 HBM " + "; ".join(
+            f"{r['issue_x_mxfp4_hbm']:.3f}/{r['valu_x_mxfp4_hbm']:.3f}/{r['mfma_x_mxfp4_hbm']:.3f}" for r in rows)
+            + f"; {aiter['in_flight_bytes_per_cu'] / 1024:.1f} KiB in flight a CU")
     lines.append(f"cold run: {cold_run_line(rep)}")
     if written:
         lines.append("full tables: " + ", ".join(str(path) for path in written))

@@ -50,8 +50,8 @@ def compile_gluon(spec):
 def first_gluon_launch(batch: int, kv_len: int, kv_format: str = "fp8"):
     launch = sub.triton_launch_candidates(kv_format, batch, kv_len, CUS, "gfx950")[0]
     if launch.form != "gluon":
-        raise SystemExit(f"the {kv_format} launch offered first on gfx950 is {launch.form!r}: "
-                         "Gluon does not import here")
+        raise SystemExit(f"the {kv_format} launch offered first on gfx950 is {launch.form!r}: no Gluon form "
+                         f"with triton {triton.__version__} ({sub.gluon_problem('cdna4')})")
     return launch
 
 

@@ -16,6 +16,8 @@
 #   OUT=dir bash bench/h200_session.sh gluon     # the fp8 Gluon form's twin: forced, leaderboard
 #       # mode; its candidates verified and timed (MLA_DEBUG); the automatic choice; its
 #       # GPU robustness cases and tests
+#   OUT=dir bash bench/h200_session.sh gluon-mxfp4  # the same for the MXFP4 Gluon form's twin,
+#       # then the NaN-fenced memory-safety run of every offered launch (its twin included)
 #   OUT=dir bash bench/h200_session.sh suite     # tools/setup.sh, then the README's test
 #       # command's files in two groups: the timing-sensitive ones (the clocks, the autopick's
 #       # timed choices) alone, the rest over SUITE_WORKERS (default 8) pytest-xdist workers,
@@ -126,6 +128,29 @@ gluon)
     protocol leaderboard /tmp/benchmarks.txt leaderboard_auto
     step "done"
     ;;
+gluon-mxfp4)
+    # The MXFP4 Gluon form (issue 32's; its NVIDIA twin here), as `gluon` does for fp8: its
+    # GPU tests first (nothing else runs if they fail); forced through eval.py leaderboard
+    # mode (every candidate verified on the 8 benchmark inputs first; MLA_DEBUG prints each
+    # one's time and errors); the GPU robustness cases of the forced form; the NaN-fenced
+    # memory-safety run; the automatic choice in leaderboard mode.
+    step "pytest tests/test_gluon_kernels.py -k mxfp4"
+    if ! timeout 200 python3 -m pytest -q -x tests/test_gluon_kernels.py -k mxfp4 > "$out/pytest_gluon_mxfp4.log" 2>&1; then
+        tail -n 40 "$out/pytest_gluon_mxfp4.log"
+        exit 1
+    fi
+    tail -n 3 "$out/pytest_gluon_mxfp4.log"
+    protocol leaderboard /tmp/benchmarks.txt leaderboard_triton_mxfp4_gluon MLA_ROUTE=triton_mxfp4:gluon MLA_DEBUG=1
+    step "bench/robustness_gpu.py --routes triton_mxfp4:gluon"
+    timeout 200 python3 bench/robustness_gpu.py --out "$out" --routes triton_mxfp4:gluon > "$out/robustness.log" 2>&1 \
+        || status=1
+    tail -n 8 "$out/robustness.log"
+    step "pytest tests/test_memory_safety_gpu.py"
+    timeout 150 python3 -m pytest -q tests/test_memory_safety_gpu.py > "$out/pytest_memory_safety_gpu.log" 2>&1 || status=1
+    tail -n 3 "$out/pytest_memory_safety_gpu.log"
+    protocol leaderboard /tmp/benchmarks.txt leaderboard_auto
+    step "done"
+    ;;
 suite)
     step "tools/setup.sh"
     bash tools/setup.sh > "$out/setup.log" 2>&1 || { tail -n 20 "$out/setup.log"; exit 1; }
@@ -163,7 +188,7 @@ verify)
     step "done"
     ;;
 *)
-    echo "usage: OUT=dir $0 harness|compare|routes|forms|gluon|suite|verify" >&2
+    echo "usage: OUT=dir $0 harness|compare|routes|forms|gluon|gluon-mxfp4|suite|verify" >&2
     exit 2
     ;;
 esac

@@ -28,6 +28,25 @@ def cpu_only(why: str):
     return pytest.mark.skipif(HAS_GPU, reason=f"CPU-only: {why}")
 
 
+# The Triton set-up installs where none is (tools/torch-triton-pins.txt), the leaderboard
+# runner's line: the compiler that the static gfx950 figures were checked against.
+PINNED_TRITON = next(line.split("==", 1)[1] for line in
+                     (REPO_ROOT / "tools" / "torch-triton-pins.txt").read_text().splitlines()
+                     if line.startswith("triton=="))
+
+
+def pinned_triton_codegen(what: str):
+    """Skips a check of what the pinned Triton line emits for gfx950 (spills, the loads a
+    loop makes, listings read by hand, Triton's own upcast) under another line, naming both:
+    other versions compile differently, and results/2026-12-01-cpu-triton-versions records how."""
+    import triton
+    line = ".".join(PINNED_TRITON.split(".")[:2]) + "."
+    return pytest.mark.skipif(
+        not triton.__version__.startswith(line),
+        reason=f"{what}: checked against the gfx950 code of the pinned Triton {PINNED_TRITON}; triton "
+               f"{triton.__version__} compiles differently (results/2026-12-01-cpu-triton-versions)")
+
+
 def runnable_forms(kv_format: str) -> list[str]:
     """Every kernel form of kv_format that runs on the device under test: each Triton form
     compiles on every GPU (gfx950's convert instruction is a launch choice,
@@ -170,3 +189,13 @@ def cases_file(tmp_path):
         path.write_text("\n".join(lines) + "\n")
         return path
     return write
+
+
+def gfx950_emulator():
+    """The gfx950 emulator package (tools/gfx950_emu), with bench/ importable for its
+    launches (bench/compile_target.py); compiling for gfx950 needs TRITON_INTERPRET unset."""
+    for folder in (REPO_ROOT / "tools", REPO_ROOT / "bench"):
+        if str(folder) not in sys.path:
+            sys.path.insert(0, str(folder))
+    import gfx950_emu
+    return gfx950_emu

@@ -1,6 +1,6 @@
 """Deliberately wrong copies of submission.py, to show that the memory-safety checks
-(tests/test_memory_safety_interpreter.py, tests/test_memory_safety_gpu.py) catch what
-they look for. Each mutation is a text replacement that must occur as often as stated,
+(tests/test_memory_safety_interpreter.py, tests/test_memory_safety_gpu.py) and the
+in-kernel combine's release check (tests/test_combine_release.py) catch what they look for. Each mutation is a text replacement that must occur as often as stated,
 so a change to submission.py that removes its target breaks the mutant loudly instead
 of leaving a check that can no longer fail."""
 from __future__ import annotations
@@ -30,9 +30,13 @@ ROW_CLAMP_REMOVED = (
     # Gluon fp8 and MXFP4 (_gluon_copy_tile): the ring's copies
     ("last_row = gl.maximum(hi - 1 - first, 0) * stride_kv",
      "last_row = gl.maximum(hi - first, 0) * stride_kv", 1),
-    # Gluon MXFP4 (_gluon_scale_bytes): the scale reads
-    ("offsets = gl.minimum(rows, hi - 1 - base_row) * stride_sr",
-     "offsets = gl.minimum(rows, hi - base_row) * stride_sr", 1),
+    # Gluon MXFP4 (_gluon_mxfp4_load_codes, _gluon_mxfp4_load_rest): a tile's loads one row
+    # further on than its rows' validity says, so its last valid row reads row hi, one past
+    # the buffer where the split ends at its last row (codes and scale bytes alike). (Moving
+    # the tile's base itself would move the validity with it: the row past the split would
+    # be read but weigh nothing.)
+    ("base = _gluon_mxfp4_tile_base(start, hi, BLOCK_N)\n",
+     "base = _gluon_mxfp4_tile_base(start, hi, BLOCK_N) + 1\n", 2),
 )
 
 
@@ -49,6 +53,22 @@ OUTPUT_ROW_SHIFTED = (
 )
 
 MUTATIONS = {"row_clamp_cut_by_one_row": ROW_CLAMP_REMOVED, "output_row_shifted_by_one": OUTPUT_ROW_SHIFTED}
+
+
+# For the in-kernel combine's release check (bench/combine_release.py, tests/test_combine_release.py):
+# the count taken by one thread after a barrier on every GPU, as NVIDIA's launches take it
+# (and every launch did before): on gfx950 the other waves' partial stores may still be in
+# flight at that thread's release, and only its wave acquires.
+COMBINE_COUNTED_BY_ONE_THREAD = (
+    ("return launch.num_warps * 64 if launch.each_thread_releases else 1", "return 1", 1),
+)
+# The merging program's acquire dropped (a relaxed decrement): its waves read the partials unordered.
+COMBINE_ACQUIRE_DROPPED = (
+    ('recorded = gl.atomic_add(counter, -num_splits * arrival, sem="acquire", scope="gpu")',
+     'recorded = gl.atomic_add(counter, -num_splits * arrival, sem="relaxed", scope="gpu")', 1),
+    ('recorded = tl.atomic_add(counter, -num_splits * arrival, sem="acq_rel", scope="gpu")',
+     'recorded = tl.atomic_add(counter, -num_splits * arrival, sem="relaxed", scope="gpu")', 1),
+)
 
 
 def mutant_source(mutations) -> str:

@@ -25,7 +25,10 @@ the MXFP4 forms that use it). What ties the lines down, without the hardware:
    upcast8xMxfp4_HW, called from UpcastMXFPToLLVM.cpp for tl.dot_scaled's upcast), so the
    low half of result j is the even column, as the decode assumes.
 3. The scale operand. Triton's upcast passes the e8m0 byte s as the fp32 bits s << 23
-   (2^(s-127)); the argument the template reads as the scale must be built with << 23.
+   (2^(s-127)); the argument the template reads as the scale must be built with << 23:
+   in the function of the call, or, where it is that function's parameter, at every call
+   of the function, either there or in every store into the shared-memory table the
+   argument is loaded from (a table of scales written shifted, read by the convert).
 The last two are checked on Triton's own compile (test_triton_upcast_...: a tl.dot_scaled
 of bf16 by e2m1, compiled for gfx950), which also calls byte j for result j in plain
 order with the same operand forms as ours.
@@ -41,6 +44,8 @@ import sys
 from pathlib import Path
 
 import pytest
+
+from conftest import pinned_triton_codegen
 
 ROOT = Path(__file__).resolve().parent.parent
 SUBMISSION = ROOT / "submission.py"
@@ -59,7 +64,11 @@ SRC_MARK, SCALE_MARK = "0x5ec0de", "0x5ca1e"
 def translate_for_gfx950(ir: str) -> str:
     from triton._C.libtriton import llvm
     llvm.init_targets()
-    return llvm.translate_to_asm(ir, "amdgcn-amd-amdhsa", "gfx950", "", [], False, False)
+    args = (ir, "amdgcn-amd-amdhsa", "gfx950", "", [], False, False)  # enable_fp_fusion, is_object
+    try:
+        return llvm.translate_to_asm(*args)
+    except TypeError:  # Triton 3.8 on: a canonicalize_gep flag follows (False, as its AMD backend passes)
+        return llvm.translate_to_asm(*args, False)
 
 
 def _intrinsic_ir(byte: int, use: str) -> str:
@@ -152,6 +161,7 @@ class InlineAsm:
     line: int               # the call's line in the source
     function: ast.AST       # the function the call is in (None at module level)
     arguments: dict         # parameter name -> expression node
+    tree: ast.AST = None    # the whole source's syntax tree
 
 
 _PARAMETERS = ("asm", "constraints", "args", "dtype", "is_pure", "pack")
@@ -174,7 +184,7 @@ def inline_asm_calls(source: str) -> tuple[list[InlineAsm], list[str]]:
         if name == INLINE_ASM_CALL:
             arguments = dict(zip(_PARAMETERS, node.args))
             arguments.update({k.arg: k.value for k in node.keywords})
-            calls.append(InlineAsm(node.lineno, _innermost_function(node, tree), arguments))
+            calls.append(InlineAsm(node.lineno, _innermost_function(node, tree), arguments, tree))
         elif "asm" in name.lower():
             problems.append(f"line {node.lineno}: a call of {name!r} looks like inline asm, which this test "
                             f"cannot read (only {INLINE_ASM_CALL})")
@@ -221,6 +231,61 @@ def _shifts_by_23(nodes) -> bool:
                and n.right.value == 23 for node in nodes for n in ast.walk(node))
 
 
+def _receiver_root(node: ast.AST) -> str | None:
+    """The name an attribute/call chain starts from: `x` of `x.permute(...).slice(...).load`."""
+    while isinstance(node, (ast.Attribute, ast.Call, ast.Subscript)):
+        node = node.func if isinstance(node, ast.Call) else node.value
+    return node.id if isinstance(node, ast.Name) else None
+
+
+def _loaded_tables(nodes) -> set[str]:
+    """The names of the shared-memory tables read by the `.load(...)` calls among `nodes`."""
+    return {root for node in nodes for n in ast.walk(node) if isinstance(n, ast.Call)
+            and isinstance(n.func, ast.Attribute) and n.func.attr == "load" and (root := _receiver_root(n.func.value))}
+
+
+def _table_stores(tree: ast.AST, table: str) -> list[bool]:
+    """For every store into `table` in the source (`table....store(x)`): whether its value
+    is built with << 23 in its function."""
+    return [_shifts_by_23(_definitions(function, n.args[0])) for function in ast.walk(tree)
+            if isinstance(function, ast.FunctionDef) for n in ast.walk(function)
+            if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "store"
+            and _receiver_root(n.func.value) == table and n.args]
+
+
+def _tables_written_shifted(tree: ast.AST, tables: set[str]) -> bool:
+    """Whether some of `tables` are written in the source and every store into those is built
+    with << 23 (tables no store writes, views of buffers written under other names, such as
+    the code words beside the scales, do not count)."""
+    stores = [shifted for table in tables for shifted in _table_stores(tree, table)]
+    return bool(stores) and all(stores)
+
+
+def _scale_parameter_built_by_23(call: InlineAsm, scale_arg: ast.AST) -> tuple[bool, str]:
+    """Where the scale operand is a parameter of the call's function: (whether every call of
+    that function passes a value built with << 23, in the calling function or in every store
+    of the shared-memory table it is loaded from; the calls that do not)."""
+    function = call.function
+    if function is None or not isinstance(scale_arg, ast.Name):
+        return False, "not a parameter"
+    names = [a.arg for a in function.args.args]
+    if scale_arg.id not in names:
+        return False, "not a parameter"
+    position = names.index(scale_arg.id)
+    callers = [(caller, n) for caller in ast.walk(call.tree) if isinstance(caller, ast.FunctionDef)
+               for n in ast.walk(caller) if isinstance(n, ast.Call) and _callee_name(n) == function.name]
+    unbuilt = []
+    for caller, site in callers:
+        argument = next((k.value for k in site.keywords if k.arg == scale_arg.id), None)
+        if argument is None and position < len(site.args):
+            argument = site.args[position]
+        definitions = _definitions(caller, argument) if argument is not None else []
+        tables = _loaded_tables(definitions)
+        if not (_shifts_by_23(definitions) or _tables_written_shifted(call.tree, tables)):
+            unbuilt.append(f"line {site.lineno}")
+    return bool(callers) and not unbuilt, ", ".join(unbuilt) or "no calls"
+
+
 def convert_block_problems(call: InlineAsm, lines: list[Instruction], outputs: list[str]) -> list[str]:
     """The CONVERT lines of one inline-asm call against LLVM's encoding (module docstring)."""
     where = f"line {call.line}"
@@ -265,8 +330,10 @@ def convert_block_problems(call: InlineAsm, lines: list[Instruction], outputs: l
         return problems + [f"{where}: args must be a literal list to tell the word from the scale"]
     src_arg, scale_arg = args.elts[src_inputs.pop()], args.elts[scale_inputs.pop()]
     if not _shifts_by_23(_definitions(call.function, scale_arg)):
-        problems.append(f"{where}: the scale operand ({ast.unparse(scale_arg)}) is not built as e8m0 << 23, "
-                        "the fp32 2^(s-127) Triton's upcast passes")
+        built, calls = _scale_parameter_built_by_23(call, scale_arg)
+        if not built:
+            problems.append(f"{where}: the scale operand ({ast.unparse(scale_arg)}) is not built as e8m0 << 23, "
+                            f"the fp32 2^(s-127) Triton's upcast passes (as a parameter: {calls})")
     if _shifts_by_23(_definitions(call.function, src_arg)):
         problems.append(f"{where}: the word operand ({ast.unparse(src_arg)}) is built as a shifted scale: "
                         "word and scale swapped?")
@@ -360,6 +427,13 @@ MUTATIONS = {
         "writes result $0 from byte 1"),
     "inline asm through another name": ([("tl.inline_asm_elementwise(", "tl.inline_asm(")],
                                         "a call of 'inline_asm' looks like inline asm"),
+    # The Gluon convert takes its scale as a parameter, built shifted by its callers:
+    "a caller passing the scale bytes unshifted": (
+        [("_gluon_e2m1_scaled_pairs(words, scales.to(gl.uint32) << 23, ARCH)",
+          "_gluon_e2m1_scaled_pairs(words, scales.to(gl.uint32), ARCH)")], "not built as e8m0 << 23"),
+    "the scale table stored unshifted": (
+        [("values_smem.store(keys.to(gl.uint32) << 23)", "values_smem.store(keys.to(gl.uint32))")],
+        "not built as e8m0 << 23"),
 }
 
 
@@ -393,6 +467,7 @@ def _intrinsic_calls(llir: str) -> list[tuple[str, str, str, int]]:
     return [(r, w, s, int(b)) for r, w, s, b in re.findall(pattern, llir)]
 
 
+@pinned_triton_codegen("Triton's own upcast")
 def test_triton_upcast_converts_byte_j_into_result_j_in_order(triton_upcast):
     calls = _intrinsic_calls(triton_upcast["llir"])
     assert calls and len(calls) % 4 == 0, "Triton's gfx950 upcast no longer calls the intrinsic per byte"
@@ -405,6 +480,7 @@ def test_triton_upcast_converts_byte_j_into_result_j_in_order(triton_upcast):
             assert extracted == ["0", "1"], (result, extracted)
 
 
+@pinned_triton_codegen("Triton's own upcast")
 def test_triton_upcast_passes_the_scale_as_e8m0_shifted_by_23(triton_upcast):
     llir = triton_upcast["llir"]
     for _, _, scale, _ in _intrinsic_calls(llir):
@@ -415,6 +491,7 @@ def test_triton_upcast_passes_the_scale_as_e8m0_shifted_by_23(triton_upcast):
         assert re.search(rf"{re.escape(shifted.group(1))} = zext i8 %\w+ to i32", llir), "not an e8m0 byte"
 
 
+@pinned_triton_codegen("Triton's own upcast")
 def test_triton_upcast_uses_our_operand_forms_and_differs_only_where_named(triton_upcast):
     converts = [i for i in _instructions(triton_upcast["amdgcn"]) if i.mnemonic == CONVERT]
     assert converts

@@ -20,8 +20,10 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
+import aiter_asm  # noqa: E402
 import amdgcn  # noqa: E402
 import submission  # noqa: E402
+from conftest import pinned_triton_codegen  # noqa: E402
 
 REPORT = ROOT / "bench" / "gfx950_report.py"
 MARKDOWN_BEGIN, MARKDOWN_END = "<!-- gfx950:begin -->", "<!-- gfx950:end -->"
@@ -76,6 +78,7 @@ def test_standins_specialize_as_the_harness_tensors(tmp_path):
     assert _run(["-c", STANDINS_VS_HARNESS], tmp_path / "cache").strip() == "same"
 
 
+@pinned_triton_codegen("no spill")
 def test_no_offered_specialization_spills(report):
     rep, _ = report
     spilling = {k["name"]: (k["vgpr_spill"], k["sgpr_spill"]) for k in rep["kernels"]
@@ -187,7 +190,7 @@ def test_gluon_launches_are_compiled_as_gluon(report):
     for language, launch in languages.values():
         assert language == ("gluon" if launch.get("gluon_arch") else "triton"), launch
     gluon = {k["name"] for k in rep["kernels"] if k["language"] == "gluon" and k["offered"]}
-    assert bool(gluon) == submission.GLUON_AVAILABLE
+    assert bool(gluon) == (not submission.gluon_problem("cdna4")), submission.gluon_problem("cdna4")
     assert rep["cold_run"]["by_language"].get("gluon", 0) == len(gluon)
 
 
@@ -264,6 +267,7 @@ def test_decode_loop_mfma_work_covers_the_products(report):
         assert macs >= 16 * block_n * 576 + 16 * 512 * block_n, kernel["name"]
 
 
+@pinned_triton_codegen("a listing read by hand")
 def test_hand_checked_small_loops(small_cases):
     # Counts read off each loop's listing by hand (Triton 3.6, gfx950); per wave, one iteration.
     f16 = small_cases["f16"]["loop"]
@@ -303,6 +307,7 @@ def test_hand_checked_small_loops(small_cases):
         assert case["occupancy"] == (5 if gluon else 8)
 
 
+@pinned_triton_codegen("a listing read by hand")
 def test_hand_checked_gluon_ring(small_cases):
     # Gluon, one wave, two stages in LDS (read off the listing by hand, Triton 3.6, gfx950).
     ring = small_cases["gluon_ring"]
@@ -333,6 +338,7 @@ def test_hand_checked_gluon_ring(small_cases):
     assert plain["in_flight_bytes_at_mfma"] == [0, 0]
 
 
+@pinned_triton_codegen("a listing read by hand")
 def test_hand_checked_loads_in_flight(small_cases):
     # One stage: every case waits for all its loads (s_waitcnt vmcnt(0)) before its first
     # MFMA, so nothing is in flight while it multiplies.
@@ -398,6 +404,80 @@ def test_the_report_writes_no_markdown_unless_asked(report, tmp_path):
     assert (doc.read_bytes(), doc.stat().st_mtime_ns) == before
 
 
+# llvm-objdump's listing of two tile loops, one a half of 4 waves, as aiter's code object
+# has them (bench/aiter_asm.py), with a conditional exit that lands before the second loop.
+OBJDUMP_LISTING = """
+0000000000002300 <_ZN5aiter4mla_kernelE>:
+\ts_cmp_lt_i32 s7, 2                                         // 000000002300: BF048207
+\ts_cbranch_scc0 label_0010                                  // 000000002304: BF840010
+
+0000000000002308 <label_0002>:
+\ts_waitcnt vmcnt(2) lgkmcnt(0)                             // 000000002308: BF8C4070
+\tv_mfma_f32_16x16x32_fp8_fp8 v[88:91], a[72:73], a[0:1], 0  // 00000000230C: D3F30058 1A02
+\tbuffer_load_dword v124, v40, s[20:23], 0 offen             // 000000002314: E0501000 8005
+\tv_mfma_f32_16x16x32_fp8_fp8 v[88:91], a[74:75], a[2:3], v[88:91]// 00000000231C: D3F30058
+\ts_cbranch_scc0 label_000E                                  // 000000002324: BF840001
+\ts_branch label_0002                                        // 000000002328: BF82FB1B
+
+0000000000002330 <label_000E>:
+\ts_nop 0                                                    // 000000002330: BF800000
+\ts_branch label_0020                                        // 000000002334: BF8204E5
+
+0000000000002340 <label_0010>:
+\tv_mfma_f32_16x16x32_fp8_fp8 v[88:91], a[72:73], a[0:1], 0  // 000000002340: D3F30058 1A02
+\ts_cbranch_scc0 label_000E                                  // 000000002348: BF840001
+\ts_branch label_0010                                        // 00000000234C: BF82FB1B
+
+0000000000002350 <label_0020>:
+\ts_endpgm                                                   // 000000002350: BF810000
+"""
+
+
+def test_objdump_listings_are_read_as_the_printer_s():
+    """bench/aiter_asm.py reads llvm-objdump's text into amdgcn.parse's form: labels, one
+    instruction a line without its address and encoding; its tile loops are the ones closed
+    by an unconditional branch (not the exits to a block above the second loop), and the
+    branch on the wave index before them gives each a half of the waves."""
+    instructions, labels = aiter_asm.parse_objdump(OBJDUMP_LISTING)
+    assert instructions[0] == ("s_cmp_lt_i32", "s7, 2") and instructions[3][0] == "v_mfma_f32_16x16x32_fp8_fp8"
+    assert instructions[3][1] == "v[88:91], a[72:73], a[0:1], 0"
+    assert labels == {"_ZN5aiter4mla_kernelE": 0, "label_0002": 2, "label_000E": 8, "label_0010": 10, "label_0020": 13}
+    spans = aiter_asm.tile_loops(instructions, labels)
+    assert spans == [(2, 7), (10, 12)]
+    assert aiter_asm.wave_halves(instructions, labels, spans, 4) == [2, 2]
+    assert aiter_asm.mfma_multiply_adds("v_mfma_f32_16x16x32_fp8_fp8") == 8192
+    with pytest.raises(ValueError, match="loops hold MFMAs"):
+        aiter_asm.wave_halves(instructions, labels, spans[:1], 4)
+
+
+def test_aiter_assembly_decode_is_read_from_the_wheel(report):
+    """The report carries aiter's a8w8 decode (the reference's kernel) read from the amd-aiter
+    wheel's code object by the same counts as ours, beside our first-offered launches: two
+    wave-half tile loops whose MFMA work is a whole number of KV tokens, each figure their
+    counts per token, its ratios against the HBM time of fp8 and of MXFP4."""
+    rep, folder = report
+    reason = aiter_asm.unavailable_reason(aiter_asm.wheel_dir())
+    if reason:
+        assert rep["aiter_asm"] == {"skipped": reason}
+        pytest.skip(f"aiter's code object is not read here: {reason}")
+    aiter = rep["aiter_asm"]
+    loops = aiter["loops"]
+    assert len(loops) == 2 and sum(loop["waves"] for loop in loops) == aiter["kernel"]["waves"]
+    macs = sum(loop["waves"] * count * aiter_asm.mfma_multiply_adds(kind) for loop in loops
+               for kind, count in loop["mfma"].items())
+    assert macs == aiter["tokens_per_trip"] * 16 * (576 + 512) and aiter["tokens_per_trip"] > 0
+    total = sum(loop["waves"] * loop["per_wave_trip"]["total"] for loop in loops) / aiter["tokens_per_trip"]
+    assert aiter["per_token"]["total"] == pytest.approx(total)
+    assert aiter["per_token"]["total"] == pytest.approx(sum(aiter["per_token"][c] for c in amdgcn.CLASSES))
+    big = next(r for r in aiter["shapes"] if (r["batch"], r["kv_len"]) == (256, 8192))
+    for name in ("issue", "valu", "mfma"):
+        assert 0 < big[f"{name}_x_fp8_hbm"] < big[f"{name}_x_mxfp4_hbm"] < 2
+    assert aiter["in_flight_bytes_per_cu"] > 0
+    written = (folder / "gfx950.md").read_text()
+    assert "aiter's assembly a8w8 decode" in written and "| 256 | 8192 | aiter a8w8 assembly | fp8 |" in written
+    assert "| 256 | 8192 | ours, mxfp4 " in written and "| 256 | 8192 | ours, fp8 " in written
+
+
 ISSUE_21_TARGETS = {"fp8": {"issue_x_hbm": 0.10, "valu_x_hbm": 0.15, "mfma_x_hbm": 0.15},
                     "mxfp4": {"issue_x_hbm": 0.25, "valu_x_hbm": 0.45, "mfma_x_hbm": 0.30}}
 
@@ -461,6 +541,7 @@ def assert_kv_read_by_buffer_loads(form: str, unchecked_loads: list, loads: dict
     assert loads["buffer"] + loads["buffer_to_lds"] > 0, f"{form}: no buffer load in the loop"
 
 
+@pinned_triton_codegen("KV read by buffer loads")
 def test_kv_is_read_by_buffer_loads_in_every_main_loop(report):
     rep, folder = report
     decode_kernels = [k for k in rep["kernels"] if k["loop"] is not None]
@@ -473,6 +554,7 @@ def test_kv_is_read_by_buffer_loads_in_every_main_loop(report):
     assert set(UNCHECKED_LOOP_LOADS) <= seen_forms, "an expectation names a form no longer compiled"
 
 
+@pinned_triton_codegen("small kernels' loads read by hand")
 def test_the_buffer_load_check_fails_on_unchecked_reads(small_cases):
     # The same check on kernels that read a tile through global_load: a pointer cast (as
     # the MXFP4 waves form does), and a tensor of 2 GiB or more (no tt.pointer_range 32).
@@ -486,6 +568,7 @@ def test_the_buffer_load_check_fails_on_unchecked_reads(small_cases):
         assert_kv_read_by_buffer_loads(right, loop["unchecked_loads"], loop["loads"])
 
 
+@pinned_triton_codegen("small kernels' loads read by hand")
 def test_a_gathered_read_under_2_gib_is_a_buffer_load(small_cases):
     # What the buffer-load conversion of Triton 3.6 needs on gfx950: with tt.pointer_range
     # 32 (a tensor under 2 GiB) and the base and offsets in plain sight, even rows gathered

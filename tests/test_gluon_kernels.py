@@ -25,7 +25,9 @@ from test_triton_kernels import (SM_SCALE, assert_close, assert_e4m3_p_close, at
 ARCH = sub._device_sms_and_arch(DEVICE)[1]
 needs_gluon_gpu = pytest.mark.skipif(
     not sub.gluon_forms_here(ARCH),
-    reason="needs an NVIDIA GPU (sm_80+) for the Gluon twin, or an MI355X (gfx950), with Gluon importable")
+    reason="needs an NVIDIA GPU (sm_80+) for the Gluon twin, or an MI355X (gfx950), with a Triton whose Gluon "
+           "builds the kernel there" + (f" (here: {sub.gluon_problem(sub.gluon_arch(ARCH))})"
+                                        if sub.gluon_arch(ARCH) and sub.gluon_problem(sub.gluon_arch(ARCH)) else ""))
 
 
 def run_in_fresh_python(code: str, **env) -> subprocess.CompletedProcess:
@@ -67,7 +69,7 @@ def test_the_gluon_form_is_refused_without_a_gpu(monkeypatch):
         with pytest.raises(ValueError, match="no GPU"):
             sub.triton_launch_candidates(kv_format, 4, 1024, 1, "", form="gluon")
     launch = sub._launch(1, sub._FORM_TILES[("mxfp4", "gluon")][0], "gluon", "sm_90")
-    buf, scales = make_mxfp4(4, 127, 127)
+    buf, scales = make_mxfp4(launch.block_n, 127, 127)  # a whole tile (the form's floor)
     if sub.GLUON_AVAILABLE:
         with pytest.raises(ValueError, match="no GPU"):
             sub.triton_mxfp4_decode(torch.zeros(1, 16, 576, dtype=torch.bfloat16), buf, scales,
@@ -162,16 +164,34 @@ def test_forcing_the_gluon_form_serves_or_says_why(monkeypatch, route):
 
 
 def test_gluon_mxfp4_refuses_rows_not_16_byte_aligned():
-    """The MXFP4 Gluon form copies rows 16 bytes a thread: a row stride or a start address
+    """The MXFP4 Gluon form loads rows 16 bytes a thread: a row stride or a start address
     that is not a multiple of 16 is refused by name (the bf16 form takes the same bytes)."""
-    scales = torch.zeros((3, 18), dtype=torch.uint8)
+    rows = 128
+    scales = torch.zeros((rows, 18), dtype=torch.uint8)
     launch = sub.TritonLaunch(1, 128, 4, 2, form="gluon")
-    wide = torch.zeros((3, 292), dtype=torch.uint8)
-    for buf in (wide[:, :288], wide.view(-1)[4:4 + 3 * 288].view(3, 288)):
+    wide = torch.zeros((rows, 292), dtype=torch.uint8)
+    for buf in (wide[:, :288], wide.view(-1)[4:4 + rows * 288].view(rows, 288)):
         with pytest.raises(ValueError, match="16-byte aligned"):
             sub.triton_kv_operands({"mxfp4": (buf, scales)}, "mxfp4", launch)
-    aligned = torch.zeros((3, 288), dtype=torch.uint8)
+    aligned = torch.zeros((rows, 288), dtype=torch.uint8)
     assert sub.triton_kv_operands({"mxfp4": (aligned, scales)}, "mxfp4", launch)[0] is aligned
+
+
+def test_gluon_mxfp4_refuses_a_buffer_shorter_than_a_tile():
+    """The MXFP4 Gluon form reads whole tiles of BLOCK_N rows inside the buffer (a split's
+    last tile moves back to end at the split's end, never past the buffer's): a KV buffer
+    of fewer rows, or a scale tensor of fewer rows than the buffer, is refused by name
+    before any launch. Host logic, on the CPU."""
+    launch = sub.TritonLaunch(1, 128, 4, 2, form="gluon", gluon_arch="cdna4")
+    for rows in (1, 127):
+        kv_data = {"mxfp4": (torch.zeros((rows, 1, 288), dtype=torch.uint8), torch.zeros((rows, 18), dtype=torch.uint8))}
+        with pytest.raises(ValueError, match="the mxfp4 form gluon needs a KV buffer of at least 128 rows"):
+            sub.triton_kv_operands(kv_data, "mxfp4", launch)
+    short_scales = {"mxfp4": (torch.zeros((200, 1, 288), dtype=torch.uint8), torch.zeros((199, 18), dtype=torch.uint8))}
+    with pytest.raises(ValueError, match="needs a scale row for every KV row"):
+        sub.triton_kv_operands(short_scales, "mxfp4", launch)
+    tile = {"mxfp4": (torch.zeros((128, 1, 288), dtype=torch.uint8), torch.zeros((256, 24), dtype=torch.uint8))}
+    assert sub.triton_kv_operands(tile, "mxfp4", launch)[0].shape[0] == 128
 
 
 @pytest.mark.parametrize("kv_format", ["fp8", "mxfp4"])
@@ -186,9 +206,11 @@ def test_gluon_forms_refuse_an_empty_kv_buffer(kv_format):
         kv_data = {"mxfp4": (torch.zeros((0, 1, 288), dtype=torch.uint8), torch.zeros((0, 18), dtype=torch.uint8))}
     with pytest.raises(ValueError, match=f"the {kv_format} form gluon needs a KV buffer of at least one row"):
         sub.triton_kv_operands(kv_data, kv_format, launch)
-    one_row = {fmt: (buf[:0].new_zeros((1, *buf.shape[1:])), scale if scale.numel() == 1 else scale.new_zeros((1, 18)))
-               for fmt, (buf, scale) in kv_data.items()}
-    assert sub.triton_kv_operands(one_row, kv_format, launch)[0].shape[0] == 1
+    rows = 1 if kv_format == "fp8" else 128  # the MXFP4 form reads whole tiles (the test above)
+    some_rows = {fmt: (buf[:0].new_zeros((rows, *buf.shape[1:])),
+                       scale if scale.numel() == 1 else scale.new_zeros((rows, 18)))
+                 for fmt, (buf, scale) in kv_data.items()}
+    assert sub.triton_kv_operands(some_rows, kv_format, launch)[0].shape[0] == rows
 
 
 MXFP4_BLOCK_N = sub._FORM_TILES[("mxfp4", "gluon")][0][0]
@@ -219,15 +241,17 @@ def bf16_p_bound(q, kv, qo, kv_indptr):
 def test_gluon_mxfp4_form_matches_fp64_attention(lengths, splits, in_kernel, padded):
     """Against exact attention over the same MXFP4 cache, within P's bf16 rounding (the
     only rounding before the output's: on NVIDIA Q is bf16 and K, V decode exactly; on
-    gfx950 the reference takes Q rounded to e4m3 as its scaled MFMA does), and a relative
-    RMS error under 2^-8 (a half-scaled output is 50% off)."""
+    gfx950 the reference takes Q (all 576 dims, one power-of-two scale a head) rounded to
+    e4m3 as its scaled MFMA does), and a relative RMS error under 2^-8 (a half-scaled
+    output is 50% off)."""
     gen = torch.Generator().manual_seed(sum(lengths) + splits)
     qo, kv_indptr = make_indptr(lengths)
-    buf, scales = make_mxfp4(int(kv_indptr[-1]), 122, 130, padded=padded, gen=gen)
+    # At least a tile of rows (the form's floor), the rows past the sequences unread.
+    buf, scales = make_mxfp4(max(int(kv_indptr[-1]), MXFP4_BLOCK_N), 122, 130, padded=padded, gen=gen)
     q = torch.randn(len(lengths), 16, 576, generator=gen).bfloat16()
     launch = gluon_launch(splits, in_kernel, "mxfp4")
     out = run_gluon_decode(sub.triton_mxfp4_decode, q, buf, scales, qo, kv_indptr, launch)
-    q_seen = q_e4m3(q, 512) if launch.gluon_arch == "cdna4" else q
+    q_seen = q_e4m3(q, 576) if launch.gluon_arch == "cdna4" else q
     kv = dequant_mxfp4(buf, scales)
     ref = attention_ref(q_seen, kv, qo, kv_indptr)
     assert_close(out, ref, bf16_p_bound(q_seen, kv, qo, kv_indptr))
@@ -235,3 +259,25 @@ def test_gluon_mxfp4_form_matches_fp64_attention(lengths, splits, in_kernel, pad
     relative_rms = ((out.double() - ref)[written].pow(2).mean() / ref[written].pow(2).mean()).sqrt().item()
     assert relative_rms <= 2.0 ** -8, relative_rms
     assert (out[torch.tensor(lengths) == 0] == 0).all()
+
+
+@needs_gluon_gpu
+@pytest.mark.parametrize("splits", [1, 2])
+def test_gluon_mxfp4_rows_of_another_sequence_do_not_leak(splits):
+    """A split shorter than a tile reads the tile that ends at its end, the rows before its
+    start included (another sequence's): those rows must weigh nothing, even where their
+    scale byte is e8m0's NaN (0xFF). Sequence 0 holds such a row (its own output is then
+    non-finite, as exact attention's); sequence 1, 50 rows, must match exact attention."""
+    gen = torch.Generator().manual_seed(50 + splits)
+    lengths = [100, 50]
+    qo, kv_indptr = make_indptr(lengths)
+    buf, scales = make_mxfp4(MXFP4_BLOCK_N + 22, 122, 130, gen=gen)
+    scales[60, 3] = 0xFF
+    q = torch.randn(2, 16, 576, generator=gen).bfloat16()
+    launch = gluon_launch(splits, False, "mxfp4")
+    out = run_gluon_decode(sub.triton_mxfp4_decode, q, buf, scales, qo, kv_indptr, launch)
+    q_seen = q_e4m3(q, 576) if launch.gluon_arch == "cdna4" else q
+    kv = dequant_mxfp4(buf, scales)
+    ref = attention_ref(q_seen, kv, qo, kv_indptr)
+    assert torch.isfinite(out[1]).all()
+    assert_close(out[1:], ref[1:], bf16_p_bound(q_seen, kv, qo, kv_indptr)[1:])

@@ -269,14 +269,16 @@ def _mutant_under_fences(directory: str, device: str, mutation: str) -> dict:
     row and writing the output's last row: form -> what the checks found (empty: nothing)."""
     from bench.robustness_gpu import ragged_input
     mutant = load_mutant(directory, f"submission_{mutation}_fenced", MUTATIONS[mutation])
-    data = ragged_input([33, 40], seed=9, device=device)
-    shape = mutant.CallShape(data)
-    verifier = mutant.Verifier(data, shape)
-    units, arch = mutant._device_sms_and_arch(shape.device)
+    # The MXFP4 Gluon form reads whole tiles and refuses a buffer of fewer than 128 rows.
+    inputs = {lengths: ragged_input(list(lengths), seed=9, device=device) for lengths in ((33, 40), (33, 140))}
+    units, arch = mutant._device_sms_and_arch(mutant.CallShape(inputs[(33, 40)]).device)
     found = {}
     for kv_format, forms in mutant.KERNEL_FORMS.items():
         # every form that runs here: a Gluon form on a GPU where Gluon runs, never interpreted
         for form in (f for f in forms if f not in mutant._GLUON_FORMS or mutant.gluon_forms_here(arch)):
+            data = inputs[(33, 140) if (kv_format, form) == ("mxfp4", "gluon") else (33, 40)]
+            shape = mutant.CallShape(data)
+            verifier = mutant.Verifier(data, shape)
             launch = mutant.triton_launch_candidates(kv_format, shape.batch, shape.max_kv_len, units, arch, form)[0]
             out, problems = fenced_call(mutant, *fenced_input(data), kv_format, launch)
             if not bool(torch.isfinite(out).all()):

@@ -1,0 +1,319 @@
+"""What the emulator runs: every kernel specialization the autopick offers on an MI355X
+(gfx950, 256 CUs, aiter importable) for the 8 benchmark shapes, each on small inputs of the
+same specialization, checked against an oracle:
+
+- a decode launch (the Triton and Gluon forms of both formats, with the split combine it
+  uses): exact fp32 attention over the KV format it reads, within the project's verifier
+  bound for its (format, form) (submission.error_bound), and no non-finite mismatch;
+- the aiter route's Triton launches (the Q quantizer with the metadata variant's guard, or
+  the guard alone): the torch statement of the same computation (the quantizer's bytes and
+  scale bit for bit; the guard's lengths, kv_indptr and NaN on a refused call).
+
+Each target keeps the offered launch that contains it with the fewest workgroups (its split
+count and combine are that launch's own). A small case must specialize exactly as the
+benchmark launch does (the same JIT cache key): else the run stops with the difference.
+The submission module is whatever `import submission` finds first on sys.path (the
+checkout's, or another copy's: tools/gfx950_emulate.py --submission)."""
+from __future__ import annotations
+
+import dataclasses
+import time
+
+import torch
+
+import compile_target as ct
+import reference
+import submission as sub
+
+from .launch import run_calls
+from .machine import Machine
+from .memory import GlobalMemory
+from .reports import EmulationStopped, NotImplementedInstruction
+
+GFX950 = ct.TARGETS["gfx950"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Case:
+    name: str
+    lengths: tuple          # kv tokens per sequence (q_seq_len 1)
+    padded: bool = False    # MXFP4 scales in the older padded layout (rows to 256, 24 columns)
+    views: bool = False     # every input a view inside a larger buffer
+    seed: int = 20261201
+
+
+MIXED = Case("mixed lengths, an empty sequence", (300, 0, 31))
+ONE_SEQUENCE = Case("one sequence over several tiles", (300,))
+FULL_CASES = (
+    Case("one sequence of one token", (1,)),
+    MIXED,
+    Case("views in larger buffers, padded MXFP4 scales", (64, 300), padded=True, views=True),
+)
+MIN_BUFFER_ROWS = 256
+QUICK_WORKGROUPS = 24  # the quick run's mixed case for launches of up to this many decode programs
+
+
+def quick_case(target: "Target") -> Case:
+    """The CI subset's one case: the mixed one, or one sequence where the launch's splits
+    would make three sequences many programs (most of them empty splits)."""
+    splits = getattr(target.offered.launch, "num_splits", 1)
+    return MIXED if splits * len(MIXED.lengths) <= QUICK_WORKGROUPS else ONE_SEQUENCE
+
+
+@dataclasses.dataclass
+class Target:
+    """One distinct gfx950 specialization and the offered launch it is run through."""
+    kernels: list        # kernel names of the launch's calls, the target's marked
+    identity: tuple      # the target specialization's (module, name, key)
+    offered: object      # compile_target.OfferedLaunch
+    call_index: int      # which of the launch's calls is the target
+    label: str
+
+
+@dataclasses.dataclass
+class Result:
+    target: str
+    case: str
+    instructions: int
+    seconds: float
+    passed: bool
+    detail: str
+    violations: list
+
+
+def _cost(offered) -> int:
+    return sum(max(1, _prod(call.grid)) for call in offered.calls)
+
+
+def _prod(grid) -> int:
+    n = 1
+    for g in grid:
+        n *= g
+    return n
+
+
+def offered_targets() -> list[Target]:
+    """Every distinct gfx950 specialization of the offered launches, in first-offered order."""
+    found: dict = {}
+    order = []
+    for offered in ct.offered_launches("gfx950", with_aiter=True):
+        for index, call in enumerate(offered.calls):
+            spec = ct.specialize(call, GFX950)
+            best = found.get(spec.identity)
+            if best is None:
+                order.append(spec.identity)
+            if best is None or _cost(offered) < _cost(best[0]):
+                found[spec.identity] = (offered, index, spec)
+    targets = []
+    for identity in order:
+        offered, index, spec = found[identity]
+        names = [c.kernel.fn.__name__ for c in offered.calls]
+        constexprs = spec.constexpr_values()
+        shown = {k: v for k, v in constexprs.items() if k in ("KV_FORM", "SPLIT", "COMBINE_IN_KERNEL", "BLOCK_N",
+                                                             "SPLITS_POW2", "COLUMNS", "MIN_KV_LEN")}
+        label = f"{names[index]} {shown}" if shown else names[index]
+        targets.append(Target(names, identity, offered, index, label))
+    return targets
+
+
+def forced_form_calls() -> list:
+    """The decode calls of every kernel form forced on an MI355X (MLA_ROUTE=triton_fp8:f16 and
+    the like; the autopick offers only some there), at 64 x 8192, each form's first launch
+    with the in-kernel combine where it splits: what an MI355X compiles when a user forces
+    a form (their listings must read in the emulator; they are not run here)."""
+    calls = []
+    data = ct.contract_inputs(64, 8192)
+    for kv_format, forms in sub.KERNEL_FORMS.items():
+        for form in forms:
+            launch = sub.triton_launch_candidates(kv_format, 64, 8192, 256, "gfx950", form=form)[0]
+            if launch.num_splits > 1:
+                launch = dataclasses.replace(launch, combine_in_kernel=True)
+            calls += [(kv_format, form, call) for call in ct.decode_kernel_calls(data, kv_format, launch)]
+    return calls
+
+
+# ---- decode launches ----
+def _view_of(tensor: torch.Tensor, views: bool, lead: int = 3) -> torch.Tensor:
+    """tensor itself, or an equal copy placed `lead` rows into a larger buffer."""
+    if not views:
+        return tensor
+    big = torch.empty((tensor.shape[0] + lead + 2, *tensor.shape[1:]), dtype=tensor.dtype)
+    big.view(torch.uint8).fill_(0xFF) if big.dtype != torch.uint8 else big.fill_(0xFF)
+    view = big[lead:lead + tensor.shape[0]]
+    view.copy_(tensor)
+    return view
+
+
+def decode_inputs(case: Case, kv_format: str):
+    """(q, kv operand tensors as the contract gives them, qo_indptr, kv_indptr, exact
+    attention over the format's own KV) for a case, on the CPU."""
+    gen = torch.Generator().manual_seed(case.seed)
+    batch = len(case.lengths)
+    # The sequences sit at the start of a KV buffer of at least MIN_BUFFER_ROWS rows (the
+    # Gluon MXFP4 form reads whole tiles inside the buffer and refuses one under a tile).
+    total = max(sum(case.lengths), MIN_BUFFER_ROWS)
+    q = torch.randn((batch, 16, 576), generator=gen).to(torch.bfloat16)
+    kv = torch.randn((total, 1, 576), generator=gen).to(torch.bfloat16)
+    qo_indptr = torch.arange(batch + 1, dtype=torch.int32)
+    kv_indptr = torch.zeros(batch + 1, dtype=torch.int32)
+    kv_indptr[1:] = torch.tensor(case.lengths, dtype=torch.int32).cumsum(0)
+    if kv_format == "fp8":
+        buffer, scale = reference.quantize_fp8(kv)
+        rows = buffer.float().reshape(total, 576) * scale.float()
+        operands = {"fp8": (_view_of(buffer, case.views), scale)}
+    else:
+        buffer, scales = reference.quantize_mxfp4(kv, padded=case.padded)
+        rows = reference.dequantize_mxfp4(buffer, scales, kv.shape).reshape(total, 576)
+        operands = {"mxfp4": (_view_of(buffer, case.views), scales if case.padded else _view_of(scales, case.views))}
+    q = _view_of(q, case.views, lead=1)
+    exact = reference.attention_fp32(q.float(), rows, qo_indptr, kv_indptr, 576 ** -0.5)
+    return q, operands, qo_indptr, kv_indptr, exact
+
+
+def decode_calls(offered, case: Case):
+    """The offered launch's calls on the case's inputs, as TritonRunner builds them (the
+    per-call tensors) and as the plan does (scratch, tails), on the CPU."""
+    launch = offered.launch
+    q, operands, qo_indptr, kv_indptr, exact = decode_inputs(case, offered.kv_format)
+    kv, kv_scale = sub.triton_kv_operands(operands, offered.kv_format, launch)
+    out = sub._new_output(q)
+    out.fill_(float("nan"))
+    scratch = sub.make_triton_scratch(len(case.lengths), launch, "cpu")
+    scratch.part_o.fill_(float("nan"))
+    scratch.part_lse.fill_(float("nan"))
+    # decode_tails refuses a Gluon launch on a device that cannot run it: it is shown a
+    # "meta" twin of q (the same shape and strides), as bench/compile_target.py compiles.
+    q_meta = torch.empty_strided(q.shape, q.stride(), dtype=q.dtype, device="meta")
+    tails = sub.decode_tails(q_meta, kv, kv_scale, offered.kv_format, 576 ** -0.5, scratch, launch)
+    calls = sub.decode_calls((q, kv, kv_scale, qo_indptr, kv_indptr, out), tails, launch)
+    return calls, out, exact, qo_indptr
+
+
+def _check_decode(offered, out, exact, qo_indptr) -> tuple[bool, str]:
+    form = offered.launch.form or sub.KERNEL_FORMS[offered.kv_format][0]
+    bound, bound_name = sub.error_bound(offered.kv_format, form)
+    errors = sub.output_errors(out, exact, qo_indptr)
+    ok = (errors["nonfinite"] == 0 and errors["sequence_rms"] <= bound.sequence_rms
+          and errors["element"] <= bound.element)
+    detail = (f"sequence rms {errors['sequence_rms']:.4f} (bound {bound.sequence_rms}), element "
+              f"{errors['element']:.3f} (bound {bound.element}), non-finite {errors['nonfinite']}; {bound_name}")
+    return ok, detail
+
+
+# ---- the aiter route's launches ----
+AITER_BATCHES = (2, 3, 4, 7, 16, 32, 64)  # tried in turn for one that specializes as the benchmark launch
+
+
+def aiter_calls(offered, case: Case, batch: int, refused: bool = False):
+    """The offered aiter-route launch's Triton calls for a call of `batch` sequences (the
+    case's lengths in turn) and a checker of their outputs: accepted (every sequence at
+    least AITER_MIN_KV_LEN tokens, kv_indptr the plan's), or refused (a sequence of 16
+    tokens; for the cached variant, the plan's kv_indptr differs), where every Q byte and
+    the Q scale (a8w8) or the KV scale (a16w8) must come out NaN. The guards take the
+    batch and the token count as arguments, so the batch is chosen for the
+    specialization (AITER_BATCHES)."""
+    variant = sub.AITER_RUNNERS[offered.launch["metadata"]]
+    # lengths a multiple of 16, as at the benchmark shapes (total_kv divisible by 16)
+    lengths = tuple(-(-max(n, sub.AITER_MIN_KV_LEN) // 16) * 16 for n in case.lengths)
+    lengths = [lengths[i % len(lengths)] for i in range(batch)]
+    if refused and variant is sub.AiterPerCallRunner:
+        lengths[batch // 2] = 16
+    gen = torch.Generator().manual_seed(case.seed)
+    q = _view_of(torch.randn((batch, 16, 576), generator=gen).to(torch.bfloat16), False)
+    kv_indptr = torch.zeros(batch + 1, dtype=torch.int32)
+    kv_indptr[1:] = torch.tensor(lengths, dtype=torch.int32).cumsum(0)
+    total_kv = int(kv_indptr[-1])
+    kv_scale = torch.tensor([0.0123], dtype=torch.float32)
+    plan_kv_indptr = kv_indptr.clone()
+    if refused and variant is not sub.AiterPerCallRunner:
+        plan_kv_indptr[1:] += 16   # the plan's sequences are longer than this call's
+    if refused and variant is sub.AiterPerCallRunner:
+        plan_kv_indptr[1:] = torch.arange(1, batch + 1, dtype=torch.int32) * sub.AITER_MIN_KV_LEN  # a valid fallback
+    checked = torch.full((batch + 1,), -7, dtype=torch.int32)
+    last_page_lens = torch.full((batch,), -7, dtype=torch.int32)
+    if variant is sub.AiterPerCallRunner:
+        guard_args = (kv_indptr, kv_indptr.stride(0), plan_kv_indptr, checked, last_page_lens, batch, total_kv)
+    else:
+        guard_args = (kv_indptr, kv_indptr.stride(0), plan_kv_indptr, batch + 1)
+    if offered.launch["q_in_fp8"]:
+        scratch = sub.make_q_fp8_scratch(q.shape, torch.float8_e4m3fn, "cpu")
+        scratch.q_fp8_bytes.fill_(0x55)
+        scratch.scale.fill_(float("nan"))
+        calls = sub.q_fp8_guarded_calls(q, scratch, variant, guard_args)
+    else:
+        checked_kv_scale = torch.full((1,), float("nan"))
+        calls = [sub.kv_scale_guard_call(kv_scale, checked_kv_scale, variant, guard_args)]
+
+    def check() -> tuple[bool, str]:
+        problems = []
+        if refused:
+            if offered.launch["q_in_fp8"]:
+                if not (scratch.scale.isnan().all() and ((scratch.q_fp8_bytes & 0x7F) == 0x7F).all()):
+                    problems.append(f"a refused call's Q is not all NaN (scale {scratch.scale.item()!r})")
+            elif not checked_kv_scale.isnan().all():
+                problems.append(f"a refused call's KV scale is {checked_kv_scale.item()!r}, not NaN")
+        elif offered.launch["q_in_fp8"]:
+            expected = sub.make_q_fp8_scratch(q.shape, torch.float8_e4m3fn, "cpu")
+            sub._quantize_q_fp8_torch(q, expected)
+            if not torch.equal(scratch.q_fp8_bytes, expected.q_fp8_bytes):
+                bad = int((scratch.q_fp8_bytes != expected.q_fp8_bytes).sum())
+                problems.append(f"{bad} of {expected.q_fp8_bytes.numel()} Q bytes differ from torch's quantizer")
+            if not torch.equal(scratch.scale.view(torch.int32), expected.scale.view(torch.int32)):
+                problems.append(f"Q scale {scratch.scale.item()!r}, torch's {expected.scale.item()!r}")
+        elif not torch.equal(checked_kv_scale, kv_scale):
+            problems.append(f"checked KV scale {checked_kv_scale.item()!r}, expected {kv_scale.item()!r}")
+        if variant is sub.AiterPerCallRunner:
+            want_indptr = torch.empty_like(checked)
+            want_lens = torch.empty_like(last_page_lens)
+            sub._check_kv_lengths_torch(kv_indptr, plan_kv_indptr, want_indptr, want_lens, total_kv)
+            if not (torch.equal(checked, want_indptr) and torch.equal(last_page_lens, want_lens)):
+                problems.append(f"checked kv_indptr {checked.tolist()} / lengths {last_page_lens.tolist()}, "
+                                f"expected {want_indptr.tolist()} / {want_lens.tolist()}")
+        what = "refused call: NaN out" if refused else "bit for bit as torch's statement of it"
+        return not problems, "; ".join(problems) or what
+    return calls, check
+
+
+# ---- running ----
+def _check_specialization(target: Target, calls) -> None:
+    spec = ct.specialize(calls[target.call_index], GFX950)
+    if spec.identity != target.identity:
+        raise RuntimeError(f"the small case specializes {target.label} differently from the benchmark launch "
+                           f"(JIT key {spec.identity[2][:200]} against {target.identity[2][:200]})")
+
+
+def run_target(target: Target, case: Case) -> Result:
+    """The target's offered launch on the case, checked; for the aiter route's launches an
+    accepted and a refused call, both checked."""
+    if target.offered.route != "aiter_fp8":
+        calls, out, exact, qo_indptr = decode_calls(target.offered, case)
+        return _run(target, case, calls, lambda: _check_decode(target.offered, out, exact, qo_indptr))
+    results = []
+    for refused in (False, True):
+        for batch in AITER_BATCHES:
+            calls, check = aiter_calls(target.offered, case, batch, refused)
+            if ct.specialize(calls[target.call_index], GFX950).identity == target.identity:
+                break
+        results.append(_run(target, case, calls, check))
+    first, second = results
+    return Result(target.label, case.name, first.instructions + second.instructions, first.seconds + second.seconds,
+                  first.passed and second.passed, f"accepted: {first.detail}; refused: {second.detail}",
+                  first.violations + second.violations)
+
+
+def _run(target: Target, case: Case, calls, check) -> Result:
+    started = time.perf_counter()
+    _check_specialization(target, calls)
+    machine = Machine(GlobalMemory())
+    try:
+        machine, results = run_calls(calls, machine.memory, machine)
+    except (EmulationStopped, NotImplementedInstruction) as error:
+        return Result(target.label, case.name, 0, time.perf_counter() - started, False,
+                      f"stopped: {error}", list(machine.violations))
+    instructions = sum(r.instructions for r in results)
+    violations = list(machine.violations)
+    ok, detail = check()
+    if violations:
+        ok = False
+        detail = f"{len(violations)} violation(s), the first: {violations[0]}; result: {detail}"
+    return Result(target.label, case.name, instructions, time.perf_counter() - started, ok, detail, violations)

@@ -1,0 +1,98 @@
+"""Run every gfx950 kernel specialization the autopick offers on an MI355X, as Triton compiles
+it for gfx950, in the emulator (tools/gfx950_emu) on small inputs, and check each result.
+
+    python3 tools/gfx950_emulate.py                 # every specialization, every case
+    python3 tools/gfx950_emulate.py --quick         # every specialization, one small case (CI)
+    python3 tools/gfx950_emulate.py --submission PATH   # another copy of submission.py (a mutant)
+    python3 tools/gfx950_emulate.py --json OUT.json --only mxfp4
+
+Prints a table (kernel, cases, instructions executed, wall time, result) and exits 1 if any
+case fails (a wrong result, a memory / ordering / barrier violation, an instruction the
+emulator does not implement), 2 for a usage error. What the emulator checks, and what it
+cannot show (timing, caches, clocks), is in docs/gfx950.md. No AMD GPU is involved."""
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _use_submission(path: str | None) -> None:
+    """Makes `import submission` give the chosen file (imported now as module `submission`,
+    so that no later change to sys.path can bring the checkout's back), with the checkout's
+    task.py, utils.py and reference.py beside it."""
+    sys.path[:0] = [str(ROOT / "tools"), str(ROOT / "bench"), str(ROOT)]
+    if path is None:
+        return
+    source = Path(path).resolve()
+    if not source.is_file():
+        raise SystemExit(f"gfx950_emulate: --submission {path}: no such file")
+    if source.name != "submission.py":  # Triton reads kernel sources from the module's file
+        folder = Path(tempfile.mkdtemp(prefix="gfx950_emulate_"))
+        shutil.copy(source, folder / "submission.py")
+        source = folder / "submission.py"
+    spec = importlib.util.spec_from_file_location("submission", source)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["submission"] = module
+    spec.loader.exec_module(module)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="one small case a specialization (CI's subset)")
+    parser.add_argument("--submission", metavar="PATH", help="run this copy of submission.py instead of the checkout's")
+    parser.add_argument("--only", metavar="TEXT", help="only the specializations whose label contains TEXT")
+    parser.add_argument("--json", metavar="PATH", help="also write the results as JSON")
+    args = parser.parse_args(argv)
+    if os.environ.get("TRITON_INTERPRET") == "1":
+        print("gfx950_emulate: compiles for gfx950; run it with TRITON_INTERPRET unset", file=sys.stderr)
+        return 2
+    _use_submission(args.submission)
+    from gfx950_emu import cases
+    import submission
+
+    targets = cases.offered_targets()
+    if args.only:
+        targets = [t for t in targets if args.only in t.label]
+        if not targets:
+            print(f"gfx950_emulate: no specialization's label contains {args.only!r}", file=sys.stderr)
+            return 2
+    print(f"gfx950_emulate: {len(targets)} gfx950 specializations offered for the 8 benchmark shapes "
+          f"(submission {Path(submission.__file__).resolve()}), "
+          f"{'one small case each (--quick)' if args.quick else f'{len(cases.FULL_CASES)} cases each'}; "
+          f"emulated on this CPU, no AMD GPU", flush=True)
+    rows, records, failed = [], [], 0
+    started = time.perf_counter()
+    for target in targets:
+        chosen = [cases.quick_case(target)] if args.quick else list(cases.FULL_CASES)
+        results = [cases.run_target(target, case) for case in chosen]
+        passed = sum(r.passed for r in results)
+        failed += len(results) - passed
+        first_failure = next((r for r in results if not r.passed), None)
+        verdict = "pass" if first_failure is None else f"FAIL ({first_failure.case}): {first_failure.detail}"
+        rows.append((target.label, f"{passed}/{len(results)}", sum(r.instructions for r in results),
+                     sum(r.seconds for r in results), verdict))
+        print(f"{target.label:<96} {passed}/{len(results)} {rows[-1][2]:>10,} {rows[-1][3]:7.1f} s  {verdict}",
+              flush=True)
+        for r in results:
+            records.append({"target": target.label, "route": target.offered.route, "case": r.case,
+                            "instructions": r.instructions, "seconds": round(r.seconds, 2), "passed": r.passed,
+                            "detail": r.detail, "violations": [str(v) for v in r.violations[:10]]})
+    total = time.perf_counter() - started
+    print(f"{len(records)} cases, {failed} failed, {sum(r[2] for r in rows):,} instructions, {total:.0f} s")
+    if args.json:
+        Path(args.json).write_text(json.dumps({"quick": args.quick, "seconds": round(total, 1),
+                                               "failed": failed, "cases": records}, indent=1))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
