@@ -285,10 +285,12 @@ def test_a_forced_gluon_form_stops_before_any_case_on_a_cpu(run_eval, cases_file
     assert "[1/2]" not in err and "check:" not in out
 
 
-def test_a_bad_reference_setting_is_named(run_eval, submission_file, cases_file):
+@pytest.mark.parametrize("name, allowed", [("MLA_CHECK_RULE", "['1e-2', '2e-2', 'current']"),
+                                           ("MLA_MXFP4_GENERATION", "['current', 'legacy']")])
+def test_a_bad_reference_setting_is_named(run_eval, submission_file, cases_file, name, allowed):
     rc, _, _, err = run_eval(["test", str(cases_file(SMALL_CASES))], submission_file("correct"),
-                             protocol=False, env={"MLA_CHECK_RULE": "loose"})
-    assert (rc, err) == (2, "eval.py: MLA_CHECK_RULE must be one of ['1e-2', '2e-2', 'current']\n")
+                             protocol=False, env={name: "loose"})
+    assert (rc, err) == (2, f"eval.py: {name} must be one of {allowed}\n")
 
 
 def test_a_submission_that_fails_to_import_is_named(run_eval, tmp_path, cases_file):
@@ -458,6 +460,7 @@ def test_a_read_only_popcorn_fd_is_named(tmp_path):
 def test_a_bad_popcorn_fd_or_seed_is_one_line_and_exit_2(run_eval, submission_file, cases_file):
     cases = str(cases_file([CASE]))
     for env, line in (({"POPCORN_FD": "987"}, "eval.py: POPCORN_FD='987': file descriptor 987 is not open"),
+                      ({"POPCORN_FD": "abc"}, "eval.py: POPCORN_FD='abc' is not a file descriptor number"),
                       ({"POPCORN_SEED": "x"}, "eval.py: POPCORN_SEED='x' is not an integer from 0 to 4294967295")):
         rc, _, out, err = run_eval(["test", cases], submission_file("correct"), protocol=False, env=env)
         assert (rc, out, len(err.splitlines())) == (2, "", 1), err
@@ -507,14 +510,20 @@ def test_a_switch_takes_its_documented_spellings(monkeypatch, value, on):
     assert submission._env_flag("MLA_CHECK_INDPTR") is on
 
 
-@pytest.mark.parametrize("name, value", [("MLA_CHECK_INDPTR", "maybe"), ("MLA_DEBUG", "yes"),
-                                         ("TRITON_INTERPRET", "true")])
-def test_a_switch_spelled_otherwise_stops_eval_py_before_any_case(monkeypatch, name, value):
-    """submission.cannot_run_here() names it; eval.py prints that line and exits 2 before
-    any case (as for a forced route that cannot serve: the forced-route tests above)."""
+@pytest.mark.parametrize("name, value, allowed", [
+    ("MLA_CHECK_INDPTR", "maybe", "a switch is 1 or true (on), 0, false or unset (off)"),
+    ("MLA_DEBUG", "yes", "a switch is 1 or true (on), 0, false or unset (off)"),
+    ("TRITON_INTERPRET", "true", "set it to 1 (Triton's interpreter) or 0 / unset"),
+    ("MLA_ROUTE", "triton", "unknown route; known routes are ['aiter_fp8', 'torch', 'triton_fp8', 'triton_mxfp4']"),
+    ("MLA_ROUTE", "triton_fp8:nonsense", "unknown form; known forms are ['"),
+])
+def test_a_setting_spelled_otherwise_stops_eval_py_before_any_case(monkeypatch, name, value, allowed):
+    """A switch, TRITON_INTERPRET or MLA_ROUTE spelled otherwise: submission.cannot_run_here()
+    names the variable, its value and what it takes; eval.py prints that line and exits 2
+    before any case (as for a forced route that cannot serve: the forced-route tests above)."""
     import submission
     for switch in (*submission.SWITCHES, "TRITON_INTERPRET", "MLA_ROUTE"):
         monkeypatch.delenv(switch, raising=False)
     assert submission.cannot_run_here() is None
     monkeypatch.setenv(name, value)
-    assert submission.cannot_run_here().startswith(f"{name}={value!r}: ")
+    assert submission.cannot_run_here().startswith(f"{name}={value!r}: {allowed}")
