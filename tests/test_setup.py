@@ -7,8 +7,8 @@ stand-ins: distributions with metadata and a module whose __version__ and STAND_
 tell them from real ones, in venvs without pip (an install attempted would fail). One case
 runs the whole of tools/setup.sh with pip: the README's order, torch's CPU build first (this
 machine's own linked in where it is that build, seconds; else pip's install of it), then
-set-up, which installs triton and requirements.txt (about a minute on a quiet 2-core
-machine: docs/setup.md). It is marked `fresh_venv`: it runs with PYTHONPATH removed, the same
+set-up, which installs triton and requirements.txt (105 s with the venv's removal at load 4
+on a 2-core machine: docs/setup.md). It is marked `fresh_venv`: it runs with PYTHONPATH removed, the same
 in both of .ci/run's passes, so .ci/run runs it in its first pass only. It is skipped where
 pip can get neither from the index nor from wheels it is pointed at (PIP_FIND_LINKS,
 PIP_NO_INDEX). Set-up in a venv without torch (it installs both pins: minutes) is
