@@ -3,18 +3,25 @@
 Protocol mode (what the leaderboard runner does): POPCORN_FD names a file descriptor for
 `key: value` result lines; POPCORN_SEED (optional) is mixed into each case seed.
     python eval.py {test|benchmark|leaderboard|profile} CASES_FILE
-CASES_FILE has one case a line: `batchsize: 4; qseqlen: 1; kvseqlen: 1024; seed: 4217`.
+CASES_FILE has one case a line: `batchsize: 4; qseqlen: 1; kvseqlen: 1024; seed: 4217`
+(blank lines and lines starting with `#` are skipped; a trailing `;` is allowed).
 Exit codes: 0 pass, 112 a check failed, 113 unreadable cases (a line that is not
-`key: value` parts, an unknown, duplicate or missing key, no case at all), 2 usage (a bad
-mode or case set, a submission that fails to import or, as configured, cannot run on this
-machine, e.g. MLA_ROUTE forcing a Triton route on a CPU). (Upstream's leaderboard mode
-exits 0 even after `check: fail`; here it exits 112 like the others.)
-On a CPU the timer is time.perf_counter_ns around the call instead of CUDA events.
+`key: value` parts, an unknown, duplicate or missing key, a value that is not an integer,
+a size out of bounds (CASE_BOUNDS), no case at all; or a case whose inputs need more
+memory than the machine has available, said before any input is built), 2 usage (a bad
+mode or case set, a bad POPCORN_FD or POPCORN_SEED, a submission that fails to import,
+defines no custom_kernel or, as configured, cannot run on this machine, e.g. MLA_ROUTE
+forcing a Triton route on a CPU), 130 interrupted (Ctrl-C: one line, the worker ended).
+(Upstream's leaderboard mode exits 0 even after `check: fail`; here it exits 112 like the
+others.) On a CPU the timer is time.perf_counter_ns around the call instead of CUDA events.
 
 Human mode (no POPCORN_FD): a table on stdout; on stderr, each case as it starts and, once
 it has run 5 s, what it is doing (at each new step, and every 30 s within one).
-    python eval.py [test|benchmark|leaderboard] [CASES_FILE]
-Cases default to task.yml (tests; benchmarks, or cpu_benchmarks without a GPU).
+    python eval.py {test|benchmark|leaderboard} [CASES_FILE]
+Cases default to task.yml (tests; benchmarks, or cpu_benchmarks without a GPU). Without a
+mode, eval.py names the modes and runs nothing. A forced Triton route under Triton's
+interpreter (TRITON_INTERPRET=1 MLA_ROUTE=triton_...) needs a CASES_FILE: the task's
+full-size cases would take hours there.
     python eval.py cases {tests|benchmarks|cpu_benchmarks}   prints a CASES_FILE
 
 MLA_SUBMISSION=path/to/file.py runs that file instead of ./submission.py. If the
@@ -23,16 +30,27 @@ defines cannot_run_here() -> str | None, a reason it gives ends the run before a
 """
 import base64
 import dataclasses
+import fcntl
 import importlib.util
 import inspect
 import math
 import multiprocessing
 import os
 import re
+import signal
 import sys
 import time
 import traceback
 from pathlib import Path
+
+
+def _interrupted_while_starting(signum, frame):
+    print("eval.py: interrupted (Ctrl-C)", file=sys.stderr)
+    raise SystemExit(130)
+
+
+if __name__ == "__main__":   # Ctrl-C while torch imports: one line; main() takes over after
+    signal.signal(signal.SIGINT, _interrupted_while_starting)
 
 import torch
 
@@ -47,7 +65,17 @@ from utils import clear_l2_cache_large, describe_platform, set_seed
 
 EXIT_PASS, EXIT_USAGE, EXIT_CHECK_FAILED, EXIT_BAD_CASES = 0, 2, 112, 113
 TASK_FILE = Path(__file__).resolve().with_name("task.yml")
-CASE_FIELD = re.compile(r"\s*([a-zA-Z_]\w*):\s*([a-zA-Z_]\w*|[+-]?[0-9]+)\s*")
+CASE_FIELD = re.compile(r"\s*([a-zA-Z_]\w*)\s*:\s*(\S(?:.*\S)?)\s*")
+INTEGER = re.compile(r"[+-]?[0-9]+")
+# Bounds of a case's values, checked when a cases file is read: sizes of at least one
+# (every sequence has a query and a KV token, as the task's inputs do), the torch
+# generator's seed range. CASE_TOTALS bounds products: kv_indptr and qo_indptr are int32.
+# What fits in memory is checked apart, against the machine (memory_problem).
+CASE_BOUNDS = {"batchsize": (1, None), "qseqlen": (1, None), "kvseqlen": (1, None),
+               "seed": (-2**63, 2**64 - 1)}
+INT32_MAX = 2**31 - 1
+SECRET_SEED_MAX = 2**32 - 1   # POPCORN_SEED seeds numpy too (utils.set_seed)
+CASE_TOTALS = {("batchsize", "kvseqlen"): "kv_indptr", ("batchsize", "qseqlen"): "qo_indptr"}
 SEED_STEP = 13            # leaderboard mode: a fresh input every timed run, as upstream
 WALL_LIMIT_NS = 120e9     # per benchmark case, as upstream
 TARGET_RELATIVE_ERR = 0.001
@@ -55,7 +83,8 @@ PROGRESS_INTERVAL_S = 5.0   # human mode: a case's first progress line on stderr
 PROGRESS_REPEAT_S = 30.0    # then one at each new step and every 30 s within a step
 MODES = ("test", "benchmark", "leaderboard", "profile")
 HUMAN_MODES = ("test", "benchmark", "leaderboard")
-USAGE = """usage: python3 eval.py [test|benchmark|leaderboard] [CASES_FILE]
+EXIT_INTERRUPTED = 130    # 128 + SIGINT, as a shell reports a command ended by Ctrl-C
+USAGE = """usage: python3 eval.py {test|benchmark|leaderboard} [CASES_FILE]
        python3 eval.py cases {tests|benchmarks|cpu_benchmarks}
        POPCORN_FD=N python3 eval.py {test|benchmark|leaderboard|profile} CASES_FILE
 (the docstring at the top of eval.py says more)"""
@@ -122,10 +151,24 @@ def case_parameters() -> dict[str, inspect.Parameter]:
     return {name: parameter for name, parameter in parameters.items() if name != "device"}
 
 
+def parse_value(key: str, value: str, parameter: inspect.Parameter):
+    """A case value: an integer, true/false, else the text; an int parameter takes only an
+    integer. Raises ValueError naming the key."""
+    if INTEGER.fullmatch(value):
+        return int(value)
+    if parameter.annotation is int:
+        raise ValueError(f"key '{key}' needs an integer, got '{value}'")
+    return {"true": True, "false": False}.get(value, value)
+
+
 def parse_case_line(line: str, parameters: dict) -> dict:
-    """One case's arguments from `key: value; ...`. Raises ValueError naming the key."""
+    """One case's arguments from `key: value; ...` (a trailing ';' allowed). Raises
+    ValueError naming the key."""
     args = {}
-    for part in line.split(";"):
+    parts = line.split(";")
+    if len(parts) > 1 and not parts[-1].strip():
+        parts.pop()
+    for part in parts:
         match = CASE_FIELD.fullmatch(part)
         if not match:
             raise ValueError(f"'{part.strip()}' is not `key: value` (a case is `key: value` "
@@ -135,12 +178,7 @@ def parse_case_line(line: str, parameters: dict) -> dict:
             raise ValueError(f"unknown key '{key}'; the keys are {', '.join(parameters)}")
         if key in args:
             raise ValueError(f"key '{key}' given twice")
-        try:
-            args[key] = int(value)
-        except ValueError:
-            args[key] = {"true": True, "false": False}.get(value, value)
-        if parameters[key].annotation is int and not isinstance(args[key], int):
-            raise ValueError(f"key '{key}' needs an integer, got '{value}'")
+        args[key] = parse_value(key, value, parameters[key])
     missing = [name for name, parameter in parameters.items()
                if name not in args and parameter.default is inspect.Parameter.empty]
     if missing:
@@ -148,18 +186,49 @@ def parse_case_line(line: str, parameters: dict) -> dict:
     return args
 
 
+def bounds_problem(args: dict) -> str | None:
+    """Which value of a case is out of CASE_BOUNDS or CASE_TOTALS, naming the key and the
+    bound; None where all are within."""
+    for key, (low, high) in CASE_BOUNDS.items():
+        value = args.get(key)
+        if not isinstance(value, int):
+            continue
+        if value < low or (high is not None and value > high):
+            bound = f"at least {low}" if high is None else f"from {low} to {high}"
+            return f"key '{key}' must be {bound}, got {value}"
+    for (first, second), indptr in CASE_TOTALS.items():
+        if isinstance(args.get(first), int) and isinstance(args.get(second), int):
+            total = args[first] * args[second]
+            if total > INT32_MAX:
+                return (f"{first} x {second} = {total} exceeds {INT32_MAX} (2**31 - 1), the "
+                        f"range of the int32 {indptr}")
+    return None
+
+
 def parse_cases(text: str, secret_seed: int | None = None) -> list[TestCase]:
-    """One case a line, `key: value` parts separated by ';', the keys generate_input's.
-    Raises ValueError naming the line and the key; also where there is no case."""
+    """One case a line, `key: value` parts separated by ';', the keys generate_input's;
+    blank lines and lines starting with '#' are skipped. Raises ValueError naming the line
+    and the key (a value out of bounds too, the seed after POPCORN_SEED's mixing); also
+    where there is no case."""
     parameters, cases = case_parameters(), []
     for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
         try:
             args = parse_case_line(line, parameters)
+            problem = bounds_problem(args)
+            if problem is None and secret_seed is not None and "seed" in args:
+                public_seed = args["seed"]
+                args["seed"] = combine_seeds(public_seed, secret_seed)
+                if bounds_problem(args):
+                    low, high = CASE_BOUNDS["seed"]
+                    problem = (f"seed {public_seed} mixed with POPCORN_SEED gives {args['seed']}, "
+                               f"outside torch's seed range, {low} to {high}")
+            if problem:
+                raise ValueError(problem)
         except ValueError as error:
             raise ValueError(f"line {number}: {error}: '{line}'") from None
-        if secret_seed is not None and "seed" in args:
-            args["seed"] = combine_seeds(args["seed"], secret_seed)
-        cases.append(TestCase(args=args, spec=line))
+        cases.append(TestCase(args=args, spec=line.strip()))
     if not cases:
         raise ValueError("no cases (one case a line: `batchsize: 4; qseqlen: 1; kvseqlen: 1024; "
                          "seed: 4217`)")
@@ -172,6 +241,45 @@ def read_cases(file_name: str, secret_seed: int | None) -> list[TestCase]:
     except (OSError, ValueError) as error:
         print(f"eval.py: cannot read test cases from `{file_name}`: {error}", file=sys.stderr)
         sys.exit(EXIT_BAD_CASES)
+
+
+# ---------------------------------------------------------------------------
+# Memory a case needs
+# ---------------------------------------------------------------------------
+
+# A case's peak, on the device its inputs live on: each KV row in its three formats (bf16
+# 1152 B, fp8 576 B, MXFP4 288 B and up to 24 scale bytes) and each query row (q and the
+# output, bf16) held INPUT_COPIES[mode] times (the submission's input and the clone the
+# check compares with; profile mode keeps no clone), plus the work of the generator, the
+# submission's torch route and the reference, which run over bounded chunks (WORK_BYTES).
+# Measured on a CPU by bench/cpu_times.py (docs/commands.md gives the figures).
+KV_ROW_BYTES = 576 * 2 + 576 + 288 + 24
+QUERY_ROW_BYTES = 16 * 576 * 2 + 16 * 512 * 2
+INPUT_COPIES = {"test": 2, "benchmark": 2, "leaderboard": 2, "profile": 1}
+WORK_BYTES = 600 * 2**20
+
+
+def case_memory_need(args: dict, mode: str) -> int:
+    """Bytes a case needs at its peak in `mode`, beyond what the worker holds before it."""
+    kv_rows = args["batchsize"] * args["kvseqlen"]
+    query_rows = args["batchsize"] * args["qseqlen"]
+    return INPUT_COPIES[mode] * (kv_rows * KV_ROW_BYTES + query_rows * QUERY_ROW_BYTES) + WORK_BYTES
+
+
+def memory_problem(cases: list[TestCase], mode: str, available: int | None, where: str) -> str | None:
+    """The first case that needs more memory than is available, with both figures; None
+    where every case fits or the platform does not say what is available."""
+    if available is None:
+        return None
+    for case in cases:
+        need = case_memory_need(case.args, mode)
+        if need > available:
+            copies = "once" if INPUT_COPIES[mode] == 1 else f"{INPUT_COPIES[mode]} times"
+            return (f"the case `{case.spec}` needs about {need / 2**30:.1f} GiB of memory in "
+                    f"{mode} mode (its inputs {copies}, and the reference's work), and "
+                    f"{available / 2**30:.1f} GiB is {where}: give a cases file of smaller cases "
+                    f"(docs/commands.md gives each mode's peak)")
+    return None
 
 
 def load_task() -> dict:
@@ -216,15 +324,17 @@ def load_submission():
 
 
 def submission_problem() -> str | None:
-    """Why the submission cannot run here, before any case: it fails to import, or its
-    cannot_run_here() gives a reason (submission.py: a forced MLA_ROUTE this machine cannot
-    serve). None when it can run."""
+    """Why the submission cannot run here, before any case: it fails to import, defines no
+    custom_kernel, or its cannot_run_here() gives a reason (submission.py: a forced
+    MLA_ROUTE this machine cannot serve, a switch spelled wrong). None when it can run."""
+    where = os.environ.get("MLA_SUBMISSION") or "submission.py"
     try:
         submission = load_submission()
     except Exception as error:
-        where = os.environ.get("MLA_SUBMISSION") or "submission.py"
         return (f"cannot import the submission {where}: "
                 + "".join(traceback.format_exception_only(error)).strip())
+    if not callable(getattr(submission, "custom_kernel", None)):
+        return f"the submission {where} defines no custom_kernel(data) function"
     cannot_run_here = getattr(submission, "cannot_run_here", None)
     return cannot_run_here() if cannot_run_here else None
 
@@ -235,9 +345,27 @@ PHASE_BYTES = 120
 _phase_board = None
 
 
-def init_worker(board):
+def init_worker(board=None):
+    """Each worker's start: Ctrl-C is the parent's to handle (it ends the worker), so the
+    worker ignores SIGINT instead of dying with a traceback of its own."""
     global _phase_board
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     _phase_board = board
+
+
+def available_memory() -> tuple[int | None, str]:
+    """(bytes free for a case's inputs, where that figure comes from) on the device the
+    inputs go to: the GPU's free memory, else the CPU's MemAvailable (Linux). None where
+    the platform does not say."""
+    if on_gpu():
+        return torch.cuda.mem_get_info()[0], "free on the GPU"
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024, "available (MemAvailable)"
+    except OSError:
+        pass
+    return None, "unknown"
 
 
 def set_phase(text: str):
@@ -340,6 +468,7 @@ def run_benchmark_case(case: TestCase, recheck: bool, limits: BenchmarkLimits,
         if recheck:
             if "seed" in args:
                 args["seed"] += SEED_STEP
+            data = expected_input = None   # freed before the next input is built
             data = generate_input(**args)
             expected_input = clone_data(data)
         output, elapsed_ns = timed_call(submission.custom_kernel, data)
@@ -439,12 +568,37 @@ def usage_error(message: str) -> int:
     return EXIT_USAGE
 
 
+def setting_error(message: str) -> int:
+    """A usage error in an environment variable's value: one line, no usage text."""
+    print(f"eval.py: {message}", file=sys.stderr)
+    return EXIT_USAGE
+
+
 def cannot_run(pool) -> bool:
     """Asks the worker whether the submission can run here; says why not on stderr."""
     problem = pool.apply(submission_problem)
     if problem:
         print(f"eval.py: {problem}", file=sys.stderr)
     return bool(problem)
+
+
+def cases_too_large(pool, cases: list[TestCase], mode: str) -> bool:
+    """Asks the worker how much memory its device has free, before any input is built;
+    says on stderr which case needs more."""
+    problem = memory_problem(cases, mode, *pool.apply(available_memory))
+    if problem:
+        print(f"eval.py: {problem}", file=sys.stderr)
+    return bool(problem)
+
+
+def start_pool(context, initargs=()):
+    """One worker process, started with SIGINT ignored (it inherits that through its start,
+    and init_worker keeps it): Ctrl-C is the parent's to handle, and ends the worker."""
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        return context.Pool(1, initializer=init_worker, initargs=initargs)
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def protocol_main(fd: int, argv: list[str], secret_seed: int | None) -> int:
@@ -454,9 +608,11 @@ def protocol_main(fd: int, argv: list[str], secret_seed: int | None) -> int:
     if mode not in MODES:
         return usage_error(f"unknown mode '{mode}'; the modes are {', '.join(MODES)}")
     cases = read_cases(argv[2], secret_seed)
-    with PopcornOutput(fd) as logger, multiprocessing.get_context("spawn").Pool(1) as pool:
+    with PopcornOutput(fd) as logger, start_pool(multiprocessing.get_context("spawn")) as pool:
         if cannot_run(pool):
             return EXIT_USAGE
+        if cases_too_large(pool, cases, mode):
+            return EXIT_BAD_CASES
         if mode == "test":
             return protocol_test(logger, pool, cases)
         if mode == "profile":
@@ -582,8 +738,20 @@ def print_case_set(name: str) -> int:
     return EXIT_PASS
 
 
+def interpreted_triton_route() -> str | None:
+    """MLA_ROUTE where it forces a Triton route and TRITON_INTERPRET=1 runs Triton's
+    interpreter: every kernel then runs in Python (docs/commands.md gives its times)."""
+    route = os.environ.get("MLA_ROUTE", "")
+    return route if os.environ.get("TRITON_INTERPRET") == "1" and route.startswith("triton") else None
+
+
 def human_main(argv: list[str], secret_seed: int | None) -> int:
-    mode = argv[1] if len(argv) > 1 else "test"
+    if len(argv) < 2:
+        return usage_error("name a mode: test (the task's 4 test cases at full size), benchmark "
+                           "(the benchmark table), leaderboard (as benchmark, every run a fresh "
+                           "checked input) or `cases NAME`; docs/commands.md says what each runs, "
+                           "how long it takes and the memory it needs")
+    mode = argv[1]
     if mode == "cases":
         return print_case_set(argv[2] if len(argv) > 2 else "tests")
     if mode not in HUMAN_MODES:
@@ -600,9 +768,19 @@ def human_main(argv: list[str], secret_seed: int | None) -> int:
     print(run_line(mode, cases, cases_file), flush=True)
     context = multiprocessing.get_context("spawn")
     board = context.Array("c", PHASE_BYTES, lock=False)
-    with context.Pool(1, initializer=init_worker, initargs=(board,)) as pool:
+    with start_pool(context, (board,)) as pool:
         if cannot_run(pool):
             return EXIT_USAGE
+        interpreted = interpreted_triton_route()
+        if interpreted and not cases_file:
+            return setting_error(
+                f"MLA_ROUTE={interpreted!r} under TRITON_INTERPRET=1 runs Triton's interpreter, "
+                f"which would take hours over the task's full-size cases (docs/commands.md "
+                f"gives its times): give a cases file of small cases, e.g. the 4 x 1024 test "
+                f"case: `python3 eval.py cases tests | head -n 1 > small_cases.txt`, then "
+                f"`TRITON_INTERPRET=1 MLA_ROUTE={interpreted} python3 eval.py {mode} small_cases.txt`")
+        if cases_too_large(pool, cases, mode):
+            return EXIT_BAD_CASES
         if mode != "test":
             warm_up(pool, board, cases[0], mode)
         print_row(["case", "status", "mean +- err" if mode != "test" else "time", "best",
@@ -621,14 +799,41 @@ def human_main(argv: list[str], secret_seed: int | None) -> int:
     return EXIT_PASS if passed else EXIT_CHECK_FAILED
 
 
+def popcorn_fd_problem(text: str) -> str | None:
+    """Why POPCORN_FD's value cannot take the result lines: not a number, not an open file
+    descriptor, or one open for reading only. None where it can."""
+    example = "e.g. `POPCORN_FD=3 python3 eval.py test cases.txt 3>results.txt`"
+    if not INTEGER.fullmatch(text.strip()) or int(text) < 0:
+        return f"POPCORN_FD={text!r} is not a file descriptor number ({example})"
+    try:
+        flags = fcntl.fcntl(int(text), fcntl.F_GETFL)
+    except OSError:
+        return f"POPCORN_FD={text!r}: file descriptor {int(text)} is not open ({example})"
+    if flags & os.O_ACCMODE == os.O_RDONLY:
+        return f"POPCORN_FD={text!r}: file descriptor {int(text)} is open for reading only ({example})"
+    return None
+
+
 def main() -> int:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     secret_seed = os.environ.pop("POPCORN_SEED", None)   # keep it from the worker
+    if secret_seed and not (INTEGER.fullmatch(secret_seed.strip())
+                            and 0 <= int(secret_seed) <= SECRET_SEED_MAX):
+        return setting_error(f"POPCORN_SEED={secret_seed!r} is not an integer from 0 to "
+                           f"{SECRET_SEED_MAX} (2**32 - 1, numpy's seed range, which set_seed uses)")
     secret_seed = int(secret_seed) if secret_seed else None
     set_seed(secret_seed or 42)
     fd = os.getenv("POPCORN_FD")
-    if fd:
-        return protocol_main(int(fd), sys.argv, secret_seed)
-    return human_main(sys.argv, secret_seed)
+    try:
+        if fd:
+            problem = popcorn_fd_problem(fd)
+            if problem:
+                return setting_error(problem)
+            return protocol_main(int(fd), sys.argv, secret_seed)
+        return human_main(sys.argv, secret_seed)
+    except KeyboardInterrupt:   # the pool's exit has ended the worker
+        print("eval.py: interrupted (Ctrl-C)", file=sys.stderr)
+        return EXIT_INTERRUPTED
 
 
 if __name__ == "__main__":

@@ -2270,8 +2270,27 @@ AUTOPICK_WARMUP = 2
 AUTOPICK_REPEATS = 5
 
 
+SWITCHES = ("MLA_DEBUG", "MLA_CHECK_INDPTR")
+_SWITCH_SPELLINGS = {"": False, "0": False, "false": False, "1": True, "true": True}
+
+
 def _env_flag(name: str) -> bool:
-    return os.environ.get(name, "") not in ("", "0", "false", "False")
+    """A switch: 1 or true is on; 0, false, empty or unset off (any case). Raises
+    ValueError naming any other spelling."""
+    value = os.environ.get(name, "")
+    if value.strip().lower() not in _SWITCH_SPELLINGS:
+        raise ValueError(f"{name}={value!r}: a switch is 1 or true (on), 0, false or unset (off)")
+    return _SWITCH_SPELLINGS[value.strip().lower()]
+
+
+def _check_interpret_setting() -> None:
+    """TRITON_INTERPRET as this file reads it, 1 or 0 / unset; Triton reads more spellings
+    (true, on, yes), and the two would then disagree about where kernels run."""
+    value = os.environ.get("TRITON_INTERPRET", "")
+    if value not in ("", "0", "1"):
+        raise ValueError(f"TRITON_INTERPRET={value!r}: set it to 1 (Triton's interpreter) or 0 / "
+                         f"unset; submission.py reads no other spelling, and Triton may read this "
+                         f"one as on")
 
 
 # =====================================================================================
@@ -2602,8 +2621,10 @@ class TritonRoute:
         if device.type == "cuda" or os.environ.get("TRITON_INTERPRET") == "1":   # as _runs_triton_here
             return None
         return ("Triton kernels run on a GPU; on a CPU only under TRITON_INTERPRET=1, which is "
-                "slow: about 35 s for the task's smallest test case (4 x 1024) on a 2-core "
-                "machine, hours for its larger ones, so give eval.py a small cases file")
+                "slow: the task's smallest test case (4 x 1024), the autopick's candidates "
+                "included, took 3 min forced to triton_fp8 and 6 min to triton_mxfp4 on a 2-core "
+                "machine at load 4.7 (docs/commands.md), hours for its larger ones, so give "
+                "eval.py a small cases file")
 
     def variants(self, shape: CallShape, form: str = "") -> list:
         if shape.q_seq_len != 1 or self.kv_format not in shape.formats or not _runs_triton_here(shape.device):
@@ -3494,9 +3515,13 @@ def _route_candidates(shape: CallShape) -> list:
 
 
 def cannot_run_here() -> str | None:
-    """Why MLA_ROUTE, where set, cannot serve on this machine (its GPU, else the CPU), for
-    eval.py to say before any case runs; None where it can or is unset."""
+    """Why MLA_ROUTE, where set, cannot serve on this machine (its GPU, else the CPU), or a
+    switch's spelling that this file does not read, for eval.py to say before any case
+    runs; None where it can run."""
     try:
+        for name in SWITCHES:
+            _env_flag(name)
+        _check_interpret_setting()
         forced, form = forced_route()
     except ValueError as error:
         return str(error)

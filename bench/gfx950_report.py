@@ -2,8 +2,8 @@
 offer on an MI355X, compiled for gfx950 on this machine (no GPU), and what its code alone
 implies. All of it is a STATIC BOUND read from the compiled code, never a time.
 
-    python3 bench/gfx950_report.py [--json FILE] [--asm-dir DIR] [--markdown PATH | --no-markdown]
-    python3 bench/gfx950_report.py render FILE [--markdown PATH | --no-markdown]
+    python3 bench/gfx950_report.py [--json FILE] [--asm-dir DIR] [--markdown PATH]
+    python3 bench/gfx950_report.py render FILE [--markdown PATH]
 
 The first form compiles (bench/compile_target.py: Triton's own JIT specialization, for
 each benchmark shape's stand-in arguments; a Gluon kernel through Gluon's own source
@@ -15,11 +15,12 @@ It reads each distinct specialization's AMDGCN (bench/amdgcn.py): its language (
 or "triton"), VGPRs (arch, AGPR), SGPRs, spills, scratch, LDS, occupancy, MFMA
 instructions by kind, the main loop's instructions by class per KV token and its loads
 by kind. It prints a short summary (per format: the launch offered first and which
-targets it meets; the cold run's count of specializations and their compile time) and
-writes the full tables to the markdown file, between its gfx950 markers (default
-docs/gfx950.md), and with --json the whole report; with --asm-dir each specialization's
-AMDGCN to DIR/<name>.amdgcn. `render` prints the summary and writes the tables from a
-saved report without compiling.
+targets it meets; the cold run's count of specializations and their compile time). It
+writes files only where asked: with --markdown PATH the full tables into PATH, between its
+gfx950 markers (docs/gfx950.md holds them: `--markdown docs/gfx950.md` updates that page);
+with --json the whole report; with --asm-dir each specialization's AMDGCN to
+DIR/<name>.amdgcn. `render` prints the summary, and with --markdown writes the tables,
+from a saved report without compiling.
 
 Per benchmark shape and format, for the launch offered first, it sets what the main loop
 alone costs against the HBM time of the format's bytes (bench/report.py route_bytes) at
@@ -134,7 +135,6 @@ LOOP_TARGETS = {"fp8": {"issue": 0.10, "valu": 0.15, "mfma": 0.15},
                 "mxfp4": {"issue": 0.25, "valu": 0.45, "mfma": 0.30}}
 IN_FLIGHT_TARGET_BYTES_PER_CU = 48 * 1024
 BASELINE_FORMS = {"fp8": "e4m3_waves", "mxfp4": "waves"}
-DEFAULT_MARKDOWN = BENCH.parent / "docs" / "gfx950.md"
 MARKDOWN_BEGIN = "<!-- gfx950:begin -->"
 MARKDOWN_END = "<!-- gfx950:end -->"
 
@@ -648,7 +648,7 @@ def write_markdown(path: Path, text: str, source: Path | None) -> None:
     """The tables between path's gfx950 markers; `source`, the saved report, cited above them."""
     if not path.exists():
         raise SystemExit(f"{path} does not exist: give --markdown a file holding {MARKDOWN_BEGIN} and "
-                         f"{MARKDOWN_END}, or --no-markdown")
+                         f"{MARKDOWN_END} (docs/gfx950.md), or no --markdown")
     content = path.read_text()
     if MARKDOWN_BEGIN not in content or MARKDOWN_END not in content:
         raise SystemExit(f"{path} lacks the markers {MARKDOWN_BEGIN} ... {MARKDOWN_END} that the tables go between")
@@ -658,9 +658,9 @@ def write_markdown(path: Path, text: str, source: Path | None) -> None:
 
 
 def _markdown_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--markdown", "--readme", type=Path, default=DEFAULT_MARKDOWN,
-                        help="write the tables between this file's gfx950 markers (default docs/gfx950.md)")
-    parser.add_argument("--no-markdown", action="store_true", help="write no markdown")
+    parser.add_argument("--markdown", type=Path,
+                        help="write the tables between this file's gfx950 markers (docs/gfx950.md "
+                             "has them); without it no markdown is written")
 
 
 def main() -> None:
@@ -684,7 +684,7 @@ def main() -> None:
             args.json.parent.mkdir(parents=True, exist_ok=True)
             args.json.write_text(json.dumps(rep, indent=1))
         written = [args.json] if args.json is not None else []
-    if not args.no_markdown:
+    if args.markdown is not None:
         write_markdown(args.markdown, table(rep), args.json)
         written.append(args.markdown)
     print(summary(rep, written))

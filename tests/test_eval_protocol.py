@@ -285,10 +285,12 @@ def test_a_forced_gluon_form_stops_before_any_case_on_a_cpu(run_eval, cases_file
     assert "[1/2]" not in err and "check:" not in out
 
 
-def test_a_bad_reference_setting_is_named(run_eval, submission_file, cases_file):
+@pytest.mark.parametrize("name, allowed", [("MLA_CHECK_RULE", "['1e-2', '2e-2', 'current']"),
+                                           ("MLA_MXFP4_GENERATION", "['current', 'legacy']")])
+def test_a_bad_reference_setting_is_named(run_eval, submission_file, cases_file, name, allowed):
     rc, _, _, err = run_eval(["test", str(cases_file(SMALL_CASES))], submission_file("correct"),
-                             protocol=False, env={"MLA_CHECK_RULE": "loose"})
-    assert (rc, err) == (2, "eval.py: MLA_CHECK_RULE must be one of ['1e-2', '2e-2', 'current']\n")
+                             protocol=False, env={name: "loose"})
+    assert (rc, err) == (2, f"eval.py: {name} must be one of {allowed}\n")
 
 
 def test_a_submission_that_fails_to_import_is_named(run_eval, tmp_path, cases_file):
@@ -332,3 +334,196 @@ def test_this_projects_submission_passes_on_the_gpu(run_eval, cases_file):
     assert (rc, lines[-1]) == (0, ("check", "pass")), err[-3000:]
     rc, lines, _, err = run_eval(["leaderboard", str(cases_file(SMALL_CASES[:1]))], submission, gpu=True)
     assert (rc, lines[-1]) == (0, ("check", "pass")), err[-3000:]
+
+
+# ---------------------------------------------------------------------------
+# A newcomer's mistakes (issue 29): each named in one line, with its exit status
+# ---------------------------------------------------------------------------
+
+CASE = "batchsize: 2; qseqlen: 1; kvseqlen: 64; seed: 11"
+
+
+def test_cases_files_may_hold_blank_lines_comments_and_a_trailing_semicolon():
+    text = f"# my cases\n\n{CASE};\n   \n  # another comment\n{CASE.replace('11', '12')}\n\n"
+    cases = harness.parse_cases(text)
+    assert [case.args["seed"] for case in cases] == [11, 12]
+    assert cases[0].spec == f"{CASE};"
+    with pytest.raises(ValueError, match="no cases"):
+        harness.parse_cases("# only a comment\n\n")
+
+
+@pytest.mark.parametrize("line, message", [
+    ("batchsize: 4.0; qseqlen: 1; kvseqlen: 64; seed: 1", "key 'batchsize' needs an integer, got '4.0'"),
+    ("batchsize: 0; qseqlen: 1; kvseqlen: 64; seed: 1", "key 'batchsize' must be at least 1, got 0"),
+    ("batchsize: 2; qseqlen: 0; kvseqlen: 64; seed: 1", "key 'qseqlen' must be at least 1, got 0"),
+    ("batchsize: 2; qseqlen: 1; kvseqlen: 0; seed: 1", "key 'kvseqlen' must be at least 1, got 0"),
+    ("batchsize: 2; qseqlen: 1; kvseqlen: -5; seed: 1", "key 'kvseqlen' must be at least 1, got -5"),
+    ("batchsize: 2; qseqlen: 1; kvseqlen: 64; seed: 18446744073709551616",
+     "key 'seed' must be from -9223372036854775808 to 18446744073709551615, got 18446744073709551616"),
+    ("batchsize: 300000; qseqlen: 1; kvseqlen: 8192; seed: 1",
+     "batchsize x kvseqlen = 2457600000 exceeds 2147483647 (2**31 - 1), the range of the int32 kv_indptr"),
+    ("batchsize: 2; qseqlen: 1; kvseqlen: 64; seed: 1;;", "'' is not `key: value`"),
+])
+def test_a_value_out_of_bounds_names_its_key_and_the_bound(tmp_path, capsys, line, message):
+    path = tmp_path / "my_cases.txt"
+    path.write_text(f"# header\n{line}\n")
+    with pytest.raises(SystemExit) as exited:
+        harness.read_cases(str(path), None)
+    assert exited.value.code == 113
+    assert capsys.readouterr().err.startswith(
+        f"eval.py: cannot read test cases from `{path}`: line 2: {message}")
+
+
+def test_a_seed_that_popcorn_seed_mixes_out_of_range_is_named():
+    with pytest.raises(ValueError, match=r"line 1: seed 11 mixed with POPCORN_SEED gives \d+, "
+                                         r"outside torch's seed range"):
+        harness.parse_cases(CASE, secret_seed=2**40)
+
+
+def test_memory_need_follows_the_inputs_each_mode_holds():
+    small = {"batchsize": 2, "qseqlen": 1, "kvseqlen": 64, "seed": 1}
+    largest = {"batchsize": 256, "qseqlen": 1, "kvseqlen": 8192, "seed": 1}
+    kv_bytes = 256 * 8192 * harness.KV_ROW_BYTES
+    assert harness.KV_ROW_BYTES == 576 * 2 + 576 + 288 + 24   # bf16, fp8, MXFP4 and its scales
+    assert harness.case_memory_need(largest, "test") > 2 * kv_bytes
+    assert harness.case_memory_need(largest, "profile") < harness.case_memory_need(largest, "test")
+    assert harness.case_memory_need(largest, "leaderboard") == harness.case_memory_need(largest, "test")
+    assert harness.case_memory_need(small, "test") < 2**30
+    cases = harness.parse_cases(f"{CASE}\nbatchsize: 256; qseqlen: 1; kvseqlen: 8192; seed: 9826")
+    need = harness.case_memory_need(cases[1].args, "test")
+    assert harness.memory_problem(cases, "test", need, "available (MemAvailable)") is None
+    assert harness.memory_problem(cases, "test", None, "unknown") is None
+    problem = harness.memory_problem(cases, "test", need - 1, "available (MemAvailable)")
+    assert problem == (f"the case `batchsize: 256; qseqlen: 1; kvseqlen: 8192; seed: 9826` needs "
+                       f"about {need / 2**30:.1f} GiB of memory in test mode (its inputs 2 times, "
+                       f"and the reference's work), and {(need - 1) / 2**30:.1f} GiB is available "
+                       f"(MemAvailable): give a cases file of smaller cases (docs/commands.md gives each "
+                       f"mode's peak)")
+
+
+def test_a_case_too_large_for_this_machine_exits_113_before_any_input(run_eval, submission_file,
+                                                                       cases_file):
+    # 100000 x 8192 KV rows are within int32 but need ~3 TB: refused on any machine.
+    huge = "batchsize: 100000; qseqlen: 1; kvseqlen: 8192; seed: 1"
+    rc, lines, out, err = run_eval(["test", str(cases_file([CASE, huge]))],
+                                   submission_file("correct"), protocol=True)
+    assert (rc, lines) == (113, []), err
+    assert err.startswith(f"eval.py: the case `{huge}` needs about "), err
+    assert " GiB of memory in test mode" in err and "Traceback" not in err
+    assert len(err.splitlines()) == 1
+
+
+def test_without_a_mode_eval_py_names_the_modes_and_runs_nothing(run_eval, submission_file):
+    rc, _, out, err = run_eval([], submission_file("correct"), protocol=False)
+    assert (rc, out) == (2, "")
+    assert err.startswith("eval.py: name a mode: test (the task's 4 test cases at full size), "
+                          "benchmark (the benchmark table), leaderboard"), err
+    assert "docs/commands.md" in err and "\nusage: " in err
+
+
+def test_a_submission_without_custom_kernel_is_a_usage_error(run_eval, tmp_path, cases_file):
+    empty = tmp_path / "no_kernel.py"
+    empty.write_text("def kernel(data):\n    return data\n")
+    rc, _, _, err = run_eval(["test", str(cases_file([CASE]))], empty, protocol=False)
+    assert (rc, err) == (2, f"eval.py: the submission {empty} defines no custom_kernel(data) function\n")
+
+
+def test_a_forced_interpreted_route_needs_a_cases_file(run_eval, submission_file):
+    rc, _, out, err = run_eval(["test"], submission_file("correct"), protocol=False,
+                               env={"TRITON_INTERPRET": "1", "MLA_ROUTE": "triton_mxfp4"})
+    assert rc == 2 and "[1/4]" not in err and "check:" not in out, err
+    assert err.startswith("eval.py: MLA_ROUTE='triton_mxfp4' under TRITON_INTERPRET=1 runs "
+                          "Triton's interpreter, which would take hours over the task's full-size "
+                          "cases"), err
+    assert "python3 eval.py cases tests | head -n 1 > small_cases.txt" in err
+    assert len(err.splitlines()) == 1
+
+
+@pytest.mark.parametrize("value, problem", [
+    ("abc", "POPCORN_FD='abc' is not a file descriptor number"),
+    ("987", "POPCORN_FD='987': file descriptor 987 is not open"),
+])
+def test_popcorn_fd_problems_are_named(value, problem):
+    assert harness.popcorn_fd_problem(value).startswith(problem)
+
+
+def test_a_read_only_popcorn_fd_is_named(tmp_path):
+    path = tmp_path / "results.txt"
+    path.write_text("")
+    with open(path) as read_only:
+        assert harness.popcorn_fd_problem(str(read_only.fileno())).endswith(
+            "is open for reading only (e.g. `POPCORN_FD=3 python3 eval.py test cases.txt 3>results.txt`)")
+    with open(path, "w") as writable:
+        assert harness.popcorn_fd_problem(str(writable.fileno())) is None
+
+
+def test_a_bad_popcorn_fd_or_seed_is_one_line_and_exit_2(run_eval, submission_file, cases_file):
+    cases = str(cases_file([CASE]))
+    for env, line in (({"POPCORN_FD": "987"}, "eval.py: POPCORN_FD='987': file descriptor 987 is not open"),
+                      ({"POPCORN_FD": "abc"}, "eval.py: POPCORN_FD='abc' is not a file descriptor number"),
+                      ({"POPCORN_SEED": "x"}, "eval.py: POPCORN_SEED='x' is not an integer from 0 to 4294967295")):
+        rc, _, out, err = run_eval(["test", cases], submission_file("correct"), protocol=False, env=env)
+        assert (rc, out, len(err.splitlines())) == (2, "", 1), err
+        assert err.startswith(line), err
+
+
+def test_ctrl_c_ends_eval_py_and_its_worker_with_one_line(tmp_path):
+    """Ctrl-C as a terminal sends it (SIGINT to the whole process group) while a case runs:
+    exit 130, one line, no traceback from the parent or the worker, no process left."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+    slow = tmp_path / "slow.py"
+    slow.write_text(SLOW_SUBMISSION.replace("time.sleep(1.5)", "time.sleep(120)"))
+    cases = tmp_path / "cases.txt"
+    cases.write_text(CASE + "\n")
+    env = {key: value for key, value in os.environ.items() if not key.startswith(("POPCORN_", "MLA_"))}
+    env.update(NO_GPU_ENV, MLA_SUBMISSION=str(slow), PYTHONUNBUFFERED="1")
+    proc = subprocess.Popen([sys.executable, str(REPO_ROOT / "eval.py"), "test", str(cases)], cwd=tmp_path,
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    started = proc.stderr.readline()   # "[1/1] <case>": the worker is running the case
+    assert started.startswith("[1/1] "), started + proc.stderr.read()
+    time.sleep(1.0)
+    os.killpg(proc.pid, signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert err.strip().splitlines() == ["eval.py: interrupted (Ctrl-C)"], err
+    assert "check:" not in out
+    deadline = time.monotonic() + 10
+    while True:   # the worker and multiprocessing's helpers end with eval.py
+        try:
+            os.killpg(proc.pid, 0)
+        except ProcessLookupError:
+            break
+        assert time.monotonic() < deadline, "a process of eval.py's group outlived it"
+        time.sleep(0.2)
+
+
+@pytest.mark.parametrize("value, on", [("1", True), ("true", True), ("TRUE", True), ("0", False),
+                                       ("false", False), ("", False)])
+def test_a_switch_takes_its_documented_spellings(monkeypatch, value, on):
+    import submission
+    monkeypatch.setenv("MLA_CHECK_INDPTR", value)
+    assert submission._env_flag("MLA_CHECK_INDPTR") is on
+
+
+@pytest.mark.parametrize("name, value, allowed", [
+    ("MLA_CHECK_INDPTR", "maybe", "a switch is 1 or true (on), 0, false or unset (off)"),
+    ("MLA_DEBUG", "yes", "a switch is 1 or true (on), 0, false or unset (off)"),
+    ("TRITON_INTERPRET", "true", "set it to 1 (Triton's interpreter) or 0 / unset"),
+    ("MLA_ROUTE", "triton", "unknown route; known routes are ['aiter_fp8', 'torch', 'triton_fp8', 'triton_mxfp4']"),
+    ("MLA_ROUTE", "triton_fp8:nonsense", "unknown form; known forms are ['"),
+])
+def test_a_setting_spelled_otherwise_stops_eval_py_before_any_case(monkeypatch, name, value, allowed):
+    """A switch, TRITON_INTERPRET or MLA_ROUTE spelled otherwise: submission.cannot_run_here()
+    names the variable, its value and what it takes; eval.py prints that line and exits 2
+    before any case (as for a forced route that cannot serve: the forced-route tests above)."""
+    import submission
+    for switch in (*submission.SWITCHES, "TRITON_INTERPRET", "MLA_ROUTE"):
+        monkeypatch.delenv(switch, raising=False)
+    assert submission.cannot_run_here() is None
+    monkeypatch.setenv(name, value)
+    assert submission.cannot_run_here().startswith(f"{name}={value!r}: {allowed}")

@@ -390,6 +390,20 @@ def test_markdown_needs_its_markers(report, tmp_path):
     assert doc.read_text() == "no markers here\n"
 
 
+def test_the_report_writes_no_markdown_unless_asked(report, tmp_path):
+    """Without --markdown the tracked docs/gfx950.md stays as it is (a checkout stays clean);
+    the summary still prints, naming no written file."""
+    _, folder = report
+    doc = ROOT / "docs" / "gfx950.md"
+    before = (doc.read_bytes(), doc.stat().st_mtime_ns)
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    proc = subprocess.run([sys.executable, str(REPORT), "render", str(folder / "report.json")],
+                          env=env, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert "STATIC BOUND" in proc.stdout and "full tables:" not in proc.stdout
+    assert (doc.read_bytes(), doc.stat().st_mtime_ns) == before
+
+
 # llvm-objdump's listing of two tile loops, one a half of 4 waves, as aiter's code object
 # has them (bench/aiter_asm.py), with a conditional exit that lands before the second loop.
 OBJDUMP_LISTING = """

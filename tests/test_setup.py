@@ -1,21 +1,28 @@
 """tools/setup.sh keeps the torch and triton a machine has, installs their pins only where
 they are missing, and never installs or replaces aiter.
 
-Each case runs the real tools/setup.sh, as a user would, with a fresh venv under tmp first
-on PATH (never the system Python). The GPU stacks are stand-ins: distributions with
-metadata and a module whose __version__ and STAND_IN marker tell them from real ones. The
-case without torch installs the pins (from this machine's disk: about a minute). Host
-logic: runs on any machine whose pip can get what set-up installs, from the package index
-or from wheels it is pointed at (PIP_FIND_LINKS, PIP_NO_INDEX); a case whose packages pip
-cannot get there is skipped, naming them.
+Each case runs the real set-up step, as a user would, with a fresh venv under tmp first on
+PATH (never the system Python, never --system-site-packages). The GPU stacks are
+stand-ins: distributions with metadata and a module whose __version__ and STAND_IN marker
+tell them from real ones, in venvs without pip (an install attempted would fail). One case
+runs the whole of tools/setup.sh with pip: the README's order, torch's CPU build first (this
+machine's own linked in where it is that build, seconds; else pip's install of it), then
+set-up, which installs triton and requirements.txt (105 s with the venv's removal at load 4
+on a 2-core machine: docs/setup.md). It is marked `fresh_venv`: it runs with PYTHONPATH removed, the same
+in both of .ci/run's passes, so .ci/run runs it in its first pass only. It is skipped where
+pip can get neither from the index nor from wheels it is pointed at (PIP_FIND_LINKS,
+PIP_NO_INDEX). Set-up in a venv without torch (it installs both pins: minutes) is
+tests/setup_without_torch_check.py, run only when named.
 """
 import functools
 import importlib.util
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -24,6 +31,7 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 SETUP = REPO_ROOT / "tools" / "setup.sh"
 SETUP_TIMEOUT_S = 600
 REQUIREMENTS = REPO_ROOT / "requirements.txt"
+fresh_venv = pytest.mark.fresh_venv
 
 
 def load_gpu_stack():
@@ -120,6 +128,58 @@ def add_stand_in(venv: Path, distribution: str, version: str, module: str,
                      ("METADATA", "INSTALLER", "top_level.txt", "RECORD")))))
 
 
+def machine_cpu_torch_at_pin() -> bool:
+    """Whether this interpreter's torch is a CPU build (no CUDA, no ROCm) at the pin: the
+    build the README's first step installs, which a test can then link into a venv."""
+    try:
+        import torch
+    except ImportError:
+        return False
+    return (torch.version.cuda is None and torch.version.hip is None
+            and torch.__version__.split("+")[0] == PINS["torch"].split("==")[1])
+
+
+def requirement_closure(name: str) -> list[importlib.metadata.Distribution]:
+    """The installed distribution `name` and, recursively, those its requirements name
+    (markers evaluated here, extras left out): what `pip install name` would have brought."""
+    from packaging.requirements import Requirement
+    found, pending = {}, [name]
+    while pending:
+        distribution = importlib.metadata.distribution(pending.pop())
+        key = re.sub(r"[-_.]+", "-", distribution.metadata["Name"]).lower()
+        if key in found:
+            continue
+        found[key] = distribution
+        for line in distribution.requires or []:
+            requirement = Requirement(line)
+            if requirement.marker is None or requirement.marker.evaluate({"extra": ""}):
+                pending.append(requirement.name)
+    return list(found.values())
+
+
+def link_installed_distribution(venv: Path, name: str) -> list[str]:
+    """Installs this interpreter's distribution `name` and its requirements into the venv as
+    pip leaves them (each file of their RECORD, metadata included), hard-linked where the two
+    folders share a file system (seconds, where pip takes minutes over torch), else copied.
+    pip never writes into an installed file (it removes and recreates), so the machine's
+    own files stay as they are. Returns the distributions, `name==version` each."""
+    site = site_packages(venv)
+    installed = []
+    for distribution in requirement_closure(name):
+        for file in distribution.files or []:
+            source = Path(distribution.locate_file(file))
+            if file.parts[0] == ".." or not source.is_file():   # scripts in bin/; stale RECORD lines
+                continue
+            target = site / file
+            target.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                os.link(source, target)
+            except OSError:   # another file system
+                shutil.copy2(source, target)
+        installed.append(f"{distribution.metadata['Name'].lower()}=={distribution.version}")
+    return installed
+
+
 def venv_env(**variables) -> dict:
     """This environment without PYTHONPATH and PYTHONHOME (a venv sees only its own
     packages, not e.g. tests/simulated_rocm's aiter), plus `variables`."""
@@ -150,6 +210,58 @@ def setup_lines(result: subprocess.CompletedProcess) -> list[str]:
     return [line for line in result.stdout.splitlines() if line.startswith("setup: ")]
 
 
+# pip's line for a configured index or find-links location that has no entry for a package
+# (this project's machines configure file:///opt/pypi/simple and file:///opt/pypi-more/simple,
+# which have no folder for some packages): pip's configuration speaking, not set-up.
+PIP_IGNORED_LOCATION = re.compile(
+    r"WARNING: Location '(?P<url>[^']+)' is ignored: it is neither a file nor a directory\.")
+
+
+def pip_configured_locations(venv: Path) -> list[str]:
+    """The index and find-links locations of the venv's pip configuration (its files and
+    PIP_* variables, as `pip config list` shows them)."""
+    listing = subprocess.run([venv / "bin" / "python", "-m", "pip", "config", "list"],
+                             env=venv_env(), capture_output=True, text=True, check=True).stdout
+    locations = []
+    for line in listing.splitlines():
+        key, _, value = line.partition("=")
+        if key.rsplit(".", 1)[-1] in ("index-url", "extra-index-url", "find-links"):
+            locations += value.strip("'\"").split()
+    return locations
+
+
+def lines_not_of_pips_configuration(stderr: str, locations: list[str]) -> list[str]:
+    """stderr's lines less pip's ignored-location lines for a place under one of its
+    configured locations: what is left came from set-up or from what it ran."""
+    def from_configuration(line: str) -> bool:
+        match = PIP_IGNORED_LOCATION.fullmatch(line)
+        return bool(match) and any(match["url"].startswith(location.rstrip("/") + "/")
+                                   for location in locations)
+    return [line for line in stderr.splitlines() if not from_configuration(line)]
+
+
+def assert_only_setups_own_lines(result: subprocess.CompletedProcess, venv: Path):
+    """stdout holds set-up's `setup:` lines alone, and stderr nothing but pip's lines about
+    its configured locations: any other line (torch's "Failed to initialize NumPy", a pip
+    warning about a package) fails."""
+    assert result.stdout.splitlines() == setup_lines(result), result.stdout
+    assert lines_not_of_pips_configuration(result.stderr, pip_configured_locations(venv)) == [], \
+        result.stderr
+
+
+def test_pip_configuration_lines_are_told_apart_by_location():
+    locations = ["file:///opt/pypi/simple", "/opt/wheels"]
+    ignored = "' is ignored: it is neither a file nor a directory."
+    stderr = "\n".join([
+        "WARNING: Location 'file:///opt/pypi/simple/pytest/" + ignored,
+        "WARNING: Location 'file:///elsewhere/numpy/" + ignored,
+        "WARNING: Location 'file:///opt/pypi/simplex/numpy/" + ignored,
+        "WARNING: Location 'file:///opt/pypi/simple/numpy/' is ignored: something else.",
+        "/venv/torch/_subclasses/functional_tensor.py:368: UserWarning: Failed to initialize "
+        "NumPy: No module named 'numpy'"])
+    assert lines_not_of_pips_configuration(stderr, locations) == stderr.splitlines()[1:]
+
+
 # (distribution, version, module): the leaderboard's MI355X runner as participants report it
 # (ROCm 7.1, torch 2.10, Triton 3.6), whose triton module comes from pytorch-triton-rocm.
 ROCM_STACK = [("torch", "2.10.0+rocm7.1", "torch"),
@@ -158,13 +270,15 @@ ROCM_STACK = [("torch", "2.10.0+rocm7.1", "torch"),
 
 
 def test_setup_keeps_an_installed_rocm_stack(venv_dir):
-    needs_packages(("-r", str(REQUIREMENTS)))
-    venv = make_venv(venv_dir)
+    # Set-up's step for torch, triton and aiter (tools/gpu_stack.py), in a venv without pip:
+    # it keeps all three, and any install it tried would fail. What requirements.txt brings
+    # beside a GPU stack is the README-order test's (it installs no part of one).
+    venv = make_venv(venv_dir, with_pip=False)
     for distribution, version, module in ROCM_STACK:
         add_stand_in(venv, distribution, version, module)
-    assert "pytest" not in in_venv(venv, DISTRIBUTIONS_SCRIPT)
 
-    result = run_setup(venv)
+    result = subprocess.run([venv / "bin" / "python", REPO_ROOT / "tools" / "gpu_stack.py"],
+                            env=venv_env(), capture_output=True, text=True, timeout=300)
 
     assert result.returncode == 0, result.stderr
     modules, distributions = in_venv(venv, MODULES_SCRIPT), in_venv(venv, DISTRIBUTIONS_SCRIPT)
@@ -173,24 +287,25 @@ def test_setup_keeps_an_installed_rocm_stack(venv_dir):
         assert modules[module]["version"] == version
     # Nothing was added beside them (no `triton` over pytorch-triton-rocm's module, no CUDA
     # libraries, no `aiter`) and nothing replaced.
-    assert gpu_stack_distributions(distributions) == {
-        distribution: version for distribution, version, _ in ROCM_STACK}
-    assert "pytest" in distributions   # set-up went on to the test tools
+    assert distributions == {distribution: version for distribution, version, _ in ROCM_STACK}
     site = site_packages(venv)
     assert setup_lines(result) == [
         f"setup: kept torch 2.10.0+rocm7.1 from {site / 'torch'} (pip distribution: torch)",
         f"setup: kept triton 3.6.0+rocm7.1 from {site / 'triton'} "
         f"(pip distribution: pytorch-triton-rocm)",
         f"setup: aiter found at {site / 'aiter'} (pip distribution: amd-aiter): left as it is"]
+    assert result.stdout.splitlines() == setup_lines(result) and result.stderr == ""
 
 
 def test_setup_refuses_to_replace_a_torch_that_fails_to_import(venv_dir):
-    # Without pip in the venv: set-up must stop before it would install anything.
+    # Set-up's step for torch and triton, in a venv without pip: it must stop before it
+    # would install anything.
     venv = make_venv(venv_dir, with_pip=False)
     add_stand_in(venv, "torch", "2.10.0+rocm7.1", "torch",
                  init_text="raise ImportError('libamdhip64.so: cannot open shared object file')\n")
 
-    result = run_setup(venv)
+    result = subprocess.run([venv / "bin" / "python", REPO_ROOT / "tools" / "gpu_stack.py"],
+                            env=venv_env(), capture_output=True, text=True, timeout=300)
 
     assert result.returncode == 1
     assert "setup: torch is installed but fails to import: ImportError: libamdhip64.so" in result.stderr
@@ -198,29 +313,76 @@ def test_setup_refuses_to_replace_a_torch_that_fails_to_import(venv_dir):
     assert in_venv(venv, DISTRIBUTIONS_SCRIPT) == {"torch": "2.10.0+rocm7.1"}
 
 
-def test_setup_installs_the_pins_where_torch_and_triton_are_missing(venv_dir):
-    needs_packages(*((pin,) for pin in PINS.values()), ("-r", str(REQUIREMENTS)))
+def pip_install_arguments_for_cpu_torch() -> list[str] | None:
+    """`pip install` arguments that get torch's CPU build at its pin, as the README's first
+    step does: the pin alone where pip resolves it to a CPU build here (on this project's
+    machines, a file on disk), else the README's command (PyTorch's CPU index). None where
+    neither does (dry runs: nothing is downloaded or installed)."""
+    gpu_stack = load_gpu_stack()
+    for arguments in ([PINS["torch"]], [PINS["torch"], "--index-url", gpu_stack.CPU_TORCH_INDEX]):
+        with tempfile.TemporaryDirectory() as folder:
+            report = Path(folder) / "report.json"
+            proc = subprocess.run([sys.executable, "-m", "pip", "install", "--dry-run", "--quiet",
+                                   "--ignore-installed", "--retries", "0", "--timeout", "15",
+                                   "--report", str(report), *arguments],
+                                  capture_output=True, text=True, timeout=300)
+            if proc.returncode == 0 and not gpu_stack.cuda_packages(json.loads(report.read_text())):
+                return arguments
+    return None
+
+
+# pip's line where neither the index nor its find-links hold a requirement
+PIP_CANNOT_FIND = re.compile(r"ERROR: (Could not find a version that satisfies the requirement|"
+                             r"No matching distribution found for) \S+")
+
+
+def install_cpu_torch(venv: Path) -> str:
+    """The README's first step, torch's CPU build at its pin, into the venv: this machine's
+    own torch linked in where it is that build (link_installed_distribution), else pip's
+    install of it (pip_install_arguments_for_cpu_torch; a download of ~200 MB). Returns how,
+    for a failure's message; skips where neither can be had."""
+    if machine_cpu_torch_at_pin():
+        return "linked: " + " ".join(link_installed_distribution(venv, "torch"))
+    needs_packages((PINS["triton"], "-r", str(REQUIREMENTS)))
+    arguments = pip_install_arguments_for_cpu_torch()
+    if arguments is None:
+        pytest.skip(f"needs torch's CPU build ({PINS['torch']}) from the package index, "
+                    f"PyTorch's CPU index or local wheels")
+    subprocess.run([venv / "bin" / "python", "-m", "pip", "install", "-q", *arguments],
+                   env=venv_env(), check=True, capture_output=True, timeout=SETUP_TIMEOUT_S)
+    return "pip install " + " ".join(arguments)
+
+
+@fresh_venv
+def test_setup_in_the_readmes_order_prints_only_its_own_lines(venv_dir):
+    # The README's first screen: torch's CPU build first, into a venv without numpy, then
+    # set-up (whose first step used to import torch before numpy was there).
     venv = make_venv(venv_dir)
+    how = install_cpu_torch(venv)
+    before = in_venv(venv, DISTRIBUTIONS_SCRIPT)
+    assert "torch" in before and "numpy" not in before, how
 
     result = run_setup(venv)
 
+    unobtainable = PIP_CANNOT_FIND.search(result.stderr)
+    if result.returncode and unobtainable:   # no index and no wheels for triton's pin or a requirement
+        pytest.skip(f"needs the package index or local wheels (pip: {unobtainable[0]})")
     assert result.returncode == 0, result.stderr
-    modules, distributions = in_venv(venv, MODULES_SCRIPT), in_venv(venv, DISTRIBUTIONS_SCRIPT)
-    site = str(site_packages(venv))
-    lines = setup_lines(result)
-    for name, pin in PINS.items():
-        module = modules[name]
-        assert module["stand_in"] is None and module["file"].startswith(site)
-        assert module["version"].split("+")[0] == pin.split("==")[1]   # torch: 2.13.0+cpu here
-        assert f"setup: installed {name} {module['version']} ({pin}: no {name} was installed)" in lines
-    assert modules["aiter"] is None
-    assert not {"aiter", "amd-aiter"} & distributions.keys()
-    assert lines[-1].startswith("setup: aiter not found: not installed")
-    # Nothing but set-up's own lines and pip's (torch, imported before numpy is installed,
-    # would warn "Failed to initialize NumPy").
-    assert result.stdout.splitlines() == lines
-    assert [line for line in result.stderr.splitlines()
-            if not line.startswith(("WARNING: ", "ERROR: "))] == [], result.stderr
+    modules, site = in_venv(venv, MODULES_SCRIPT), site_packages(venv)
+    distributions = in_venv(venv, DISTRIBUTIONS_SCRIPT)
+    assert modules["torch"]["version"].split("+")[0] == PINS["torch"].split("==")[1]
+    assert setup_lines(result) == [
+        f"setup: kept torch {modules['torch']['version']} from {site / 'torch'} "
+        f"(pip distribution: torch)",
+        f"setup: installed triton {modules['triton']['version']} ({PINS['triton']}: "
+        f"no triton was installed)",
+        "setup: aiter not found: not installed (ROCm ships it; `pip install aiter` is an "
+        "unrelated package)"]
+    # requirements.txt brought no part of a GPU stack (no CUDA libraries, no other torch)
+    assert gpu_stack_distributions(distributions) == {
+        "torch": before["torch"], "triton": PINS["triton"].split("==")[1]}
+    assert distributions["torch"] == before["torch"]
+    assert_only_setups_own_lines(result, venv)
 
 
 def test_read_pins_rejects_a_line_that_is_not_an_exact_pin(tmp_path):

@@ -13,10 +13,12 @@ Where torch is missing and the machine shows no GPU, and pip would fetch a CUDA 
 how to get the CPU build instead, before the download.
 
     python3 tools/gpu_stack.py          keep or install, one line a module
-    python3 tools/gpu_stack.py check    only import what is installed (set-up runs this first)
 
-Exits 1, changing nothing, where an installed torch or triton fails to import (set-up never
-replaces an installed build), and exits 1 where pip fails.
+Set-up runs it after installing requirements.txt: importing a torch where numpy is missing
+makes torch warn "Failed to initialize NumPy".
+
+Exits 1, installing nothing, where an installed torch or triton fails to import (set-up
+never replaces an installed build), and exits 1 where pip fails.
 """
 import importlib
 import importlib.metadata
@@ -169,18 +171,13 @@ def keep_or_install(pins: dict[str, str], install=pip_install, report=print):
         report(f"setup: installed {name} {module.__version__} ({pin}: no {name} was installed)")
 
 
-def check_installed(pins: dict[str, str]):
-    """Imports each pinned module that is installed. Raises BrokenInstall."""
-    for name in pins:
-        import_installed(name)
-
-
 def main(argv: list[str]) -> int:
     report = lambda line: print(line, flush=True)
     try:
-        if argv[1:] == ["check"]:
-            check_installed(read_pins())
-            return 0
+        if argv[1:]:
+            print(f"usage: python3 {argv[0]} (no arguments; tools/setup.sh runs it)",
+                  file=sys.stderr)
+            return 2
         warn_before_a_cuda_torch_without_gpu(read_pins(), report)
         keep_or_install(read_pins(), report=report)
     except BrokenInstall as error:

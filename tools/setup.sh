@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
 # Installs what the benchmark and the tests need, keeping the GPU stack a machine has.
+# - requirements.txt: the test and development tools (none depends on torch, triton or
+#   aiter), always installed, and first: torch warns "Failed to initialize NumPy" when it
+#   is imported where numpy is missing, and the next step imports an installed torch (the
+#   README has users install torch's CPU build before set-up, into an environment without
+#   numpy).
 # - torch, triton (tools/gpu_stack.py): an installed build is kept (ROCm, CUDA or CPU torch;
 #   PyPI's triton or ROCm's pytorch-triton-rocm); only a missing one is installed, at its
 #   pin in tools/torch-triton-pins.txt. One line each says which. aiter is never installed.
+#   Where an installed torch or triton fails to import, no pin is installed (exit 1).
 #   A machine without a GPU about to get PyPI's CUDA torch is told how to get the CPU build.
-# - requirements.txt: the test and development tools, always installed; before torch is
-#   installed and imported (torch warns at import where numpy is missing), and after a
-#   check that an installed torch and triton import (where one does not, nothing is installed).
 # - .ci/aiter_wheel: AMD's pure-Python aiter wheel, unpacked WITHOUT its dependencies and
 #   never imported as a package (not on any import path, so it shadows no installed aiter):
 #   tests read its MXFP4 quantizer by file path to check our bytes against aiter's.
@@ -15,7 +18,6 @@
 # already holds aiter/utility/fp4_utils.py is kept as it is.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-python3 tools/gpu_stack.py check
 python3 -m pip install -q --disable-pip-version-check -r requirements.txt
 python3 tools/gpu_stack.py
 if [ ! -f .ci/aiter_wheel/aiter/utility/fp4_utils.py ]; then
