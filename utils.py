@@ -206,7 +206,7 @@ def _describe_device() -> str:
 
 
 # The Triton release lines this project was tested with (docs/setup.md says what each
-# gives; results/2026-12-01-cpu-triton-versions has the runs).
+# gives; results/2026-12-02-cpu-triton-versions has the runs).
 TESTED_TRITON_LINES = ((3, 5), (3, 9))
 
 

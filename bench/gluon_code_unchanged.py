@@ -1,11 +1,12 @@
-"""Is the machine code of every offered Gluon specialization the same in this tree as at
-another commit, with the installed Triton? (Issue 28 item 2: the spellings this tree
-accepts must not change what Triton 3.6 emits.)
+"""Is the machine code of every offered Gluon specialization the same at two commits, with
+the installed Triton? (Issue 28 item 2: the two-spelling aliases must not change what
+Triton 3.6 emits.)
 
-    python3 bench/gluon_code_unchanged.py COMMIT
+    python3 bench/gluon_code_unchanged.py OLD [NEW]
 
-Extracts COMMIT (git archive) into a temporary folder, compiles there and here (each in a
-subprocess, TRITON_INTERPRET unset, an empty Triton cache) every distinct Gluon
+Extracts OLD (and NEW, if given; else this checkout is used) with git archive into a
+temporary folder, compiles in each (a subprocess, TRITON_INTERPRET unset, an empty Triton
+cache) every distinct Gluon
 specialization bench/compile_target.py finds offered for the 8 benchmark shapes on gfx950
 (AMDGCN) and sm_90 (PTX), and compares the code: the text before the first debug section,
 without .loc / .file lines (the debug information holds file paths and line numbers, which
@@ -55,17 +56,25 @@ def code_lines(text: str) -> list:
     return [line for line in text.splitlines() if not line.strip().startswith((".loc", ".file"))]
 
 
-def main() -> int:
-    commit = sys.argv[1]
+def compiled_at(commit: str) -> dict:
     with tempfile.TemporaryDirectory() as folder:
         archive = subprocess.run(["git", "archive", commit], cwd=ROOT, capture_output=True, check=True).stdout
         subprocess.run(["tar", "-x", "-C", folder], input=archive, check=True)
-        theirs = compiled_code(Path(folder))
-    ours = compiled_code(ROOT)
+        return compiled_code(Path(folder))
+
+
+def main() -> int:
+    if len(sys.argv) not in (2, 3):
+        raise SystemExit(__doc__)
+    commit = sys.argv[1]
+    newer = sys.argv[2] if len(sys.argv) == 3 else None
+    here = newer or "here"
+    theirs = compiled_at(commit)
+    ours = compiled_at(newer) if newer else compiled_code(ROOT)
     different = 0
     for name in sorted(set(theirs) | set(ours)):
         if name not in theirs or name not in ours:
-            print(f"only {'here' if name in ours else 'at ' + commit}: {name}")
+            print(f"only {'at ' + here if name in ours else 'at ' + commit}: {name}")
             different += 1
             continue
         a, b = code_lines(theirs[name]), code_lines(ours[name])
@@ -74,7 +83,7 @@ def main() -> int:
         different += bool(diff)
         for line in diff[:20]:
             print("   ", line)
-    print(f"{len(ours)} Gluon specializations here, {different} differ from {commit}")
+    print(f"{len(ours)} Gluon specializations at {here}, {different} differ from {commit}")
     return 1 if different else 0
 
 

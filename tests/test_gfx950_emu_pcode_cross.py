@@ -18,9 +18,12 @@ import re
 import numpy as np
 import pytest
 
+from conftest import EMULATED_PINNED_CODE, on_pinned_triton_line, pinned_triton_codegen
+
 pytestmark = [pytest.mark.gfx950_emulator,
               pytest.mark.skipif(os.environ.get("TRITON_INTERPRET") == "1",
-                                 reason="compiles kernels for gfx950: needs TRITON_INTERPRET unset")]
+                                 reason="compiles kernels for gfx950: needs TRITON_INTERPRET unset"),
+              pinned_triton_codegen(EMULATED_PINNED_CODE)]
 
 SKIP_PREFIXES = ("buffer_", "global_", "ds_", "s_load", "v_mfma", "s_waitcnt", "s_barrier", "s_branch", "s_cbranch",
                  "s_endpgm", "s_nop", "s_setreg", "v_accvgpr")
@@ -52,7 +55,8 @@ def _instances():
     return [seen[k] for k in sorted(seen)]
 
 
-INSTANCES = _instances() if os.environ.get("TRITON_INTERPRET") != "1" else []
+# compiled at collection: not on a Triton line where the module skips
+INSTANCES = _instances() if os.environ.get("TRITON_INTERPRET") != "1" and on_pinned_triton_line() else []
 
 
 # ---- operands -> pseudocode inputs ----

@@ -6,9 +6,12 @@ import os
 
 import pytest
 
+from conftest import EMULATED_PINNED_CODE, pinned_triton_codegen
+
 pytestmark = [pytest.mark.gfx950_emulator,
               pytest.mark.skipif(os.environ.get("TRITON_INTERPRET") == "1",
-                                 reason="compiles kernels for gfx950: needs TRITON_INTERPRET unset")]
+                                 reason="compiles kernels for gfx950: needs TRITON_INTERPRET unset"),
+              pinned_triton_codegen(EMULATED_PINNED_CODE)]
 
 
 @pytest.fixture(scope="module")

@@ -13,10 +13,13 @@ from pathlib import Path
 
 import pytest
 
+from conftest import EMULATED_PINNED_CODE, pinned_triton_codegen
+
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = [pytest.mark.gfx950_emulator,
               pytest.mark.skipif(os.environ.get("TRITON_INTERPRET") == "1",
-                                 reason="compiles kernels for gfx950: needs TRITON_INTERPRET unset")]
+                                 reason="compiles kernels for gfx950: needs TRITON_INTERPRET unset"),
+              pinned_triton_codegen(EMULATED_PINNED_CODE)]
 
 
 def _targets():

@@ -9,7 +9,7 @@
   refuses a forced one by a ValueError; the list of names covers every Gluon name the
   kernels use.
 - eval.py's versions line names a Triton outside the tested lines.
-The per-version runs themselves: bench/triton_versions.py, results/2026-12-01-cpu-triton-versions.
+The per-version runs themselves: bench/triton_versions.py, results/2026-12-02-cpu-triton-versions.
 """
 import ast
 import contextlib
