@@ -14,6 +14,7 @@ say, where the pseudocode's pow / log2 / 1.0 / x do not: they are compared away 
 denormals."""
 import os
 import re
+import zlib
 
 import numpy as np
 import pytest
@@ -184,7 +185,7 @@ def test_alu_instruction_matches_amds_pseudocode(ins):
     if base not in pcode.opcodes_with_pcode():
         pytest.skip(f"{base} has no pseudocode in AMD's table")
     roles = _roles(ins, base, ins.mnemonic[len(base):])
-    rng = np.random.default_rng(abs(hash(ins.text)) % 2 ** 32)
+    rng = np.random.default_rng(zlib.crc32(ins.text.encode()))   # the same inputs every run
     values = _random_sources(ins, roles, rng)
     sgprs, vgprs, exec_mask = _setup(ins, roles, values, rng)
     scc = int(rng.integers(0, 2))

@@ -173,7 +173,14 @@ def f16_to_f32(ctx, x):
 
 
 def f32_to_f16(ctx, x):
-    return _convert(x, F16, "f32_to_f16")
+    """Round to nearest even; a NaN stays NaN with its sign and top payload bits, quieted
+    [reading: IEEE 754 6.2, a conversion of a signaling NaN delivers a quiet one; as
+    f32_to_bf16 and the emulator's v_cvt_pk_f16_f32]."""
+    t = _float_arg("f32_to_f16", x)
+    bits = fp.convert(t.fmt, x[1], F16.fmt)
+    if fp.is_nan(F16.fmt, bits):
+        bits = fp.quiet(F16.fmt, bits)
+    return (F16, bits)
 
 
 def bf16_to_f32(ctx, x):
