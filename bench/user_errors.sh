@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Each mistake of issue 29, run as a user would from the repository's folder; the log shows
 # the command, what eval.py printed (stdout and stderr) and its exit status.
-#   bash results/2026-12-01-cpu-newcomer-second-pass/user_errors.sh > results/2026-12-01-cpu-newcomer-second-pass/user_errors.log 2>&1
-cd "$(dirname "$0")/../.."
+#   bash bench/user_errors.sh > results/2026-12-01-cpu-newcomer-second-pass/user_errors.log 2>&1
+cd "$(dirname "$0")/.."
 export CUDA_VISIBLE_DEVICES=-1
 scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
