@@ -172,15 +172,19 @@ def f16_to_f32(ctx, x):
     return _convert(x, F32, "f16_to_f32")
 
 
+def _convert_quieted(x, dst: FloatType, name: str):
+    t = _float_arg(name, x)
+    bits = fp.convert(t.fmt, x[1], dst.fmt)
+    if fp.is_nan(dst.fmt, bits):
+        bits = fp.quiet(dst.fmt, bits)
+    return (dst, bits)
+
+
 def f32_to_f16(ctx, x):
     """Round to nearest even; a NaN stays NaN with its sign and top payload bits, quieted
     [reading: IEEE 754 6.2, a conversion of a signaling NaN delivers a quiet one; as
     f32_to_bf16 and the emulator's v_cvt_pk_f16_f32]."""
-    t = _float_arg("f32_to_f16", x)
-    bits = fp.convert(t.fmt, x[1], F16.fmt)
-    if fp.is_nan(F16.fmt, bits):
-        bits = fp.quiet(F16.fmt, bits)
-    return (F16, bits)
+    return _convert_quieted(x, F16, "f32_to_f16")
 
 
 def bf16_to_f32(ctx, x):
@@ -191,11 +195,7 @@ def f32_to_bf16(ctx, x):
     """Round to nearest even [IEEE; torch's bfloat16 rounding]; a NaN stays NaN with its
     sign and top payload bits, quieted [reading: torch writes its own NaN pattern, so the
     tests compare NaN-ness there, not bits]."""
-    t = _float_arg("f32_to_bf16", x)
-    bits = fp.convert(t.fmt, x[1], BF16.fmt)
-    if fp.is_nan(BF16.fmt, bits):
-        bits = fp.quiet(BF16.fmt, bits)
-    return (BF16, bits)
+    return _convert_quieted(x, BF16, "f32_to_bf16")
 
 
 def u32_to_f32(ctx, x):
@@ -266,26 +266,25 @@ def fp4_to_bf16_scale(ctx, x, scale):
     return (BF16, fp.round_finite(BF16.fmt, s, m, e + exp))
 
 
+def _fp8_scaled(name: str, x, scale, dst: FloatType):
+    v = _field(name, x, "fp8")
+    exp = _e8m0_scale(name, scale)
+    kind, s, m, e = fp.decode(fp.E4M3, v)
+    if exp is None or kind == fp.NAN:
+        return (dst, dst.fmt.default_nan)
+    return (dst, fp.round_finite(dst.fmt, s, m, e + exp))
+
+
 def fp8_to_f32_scale(ctx, x, scale):
     """E4M3 [OCP OFP8: 0x7F / 0xFF NaN, no infinity] times 2**(scale - 127), rounded to f32
     (exact but past f32's range) [as fp4_to_bf16_scale: the scaled conversions multiply by
     the block scale on the way up]; a scale of 0xFF (E8M0's NaN) gives NaN [OCP]."""
-    v = _field("fp8_to_f32_scale", x, "fp8")
-    exp = _e8m0_scale("fp8_to_f32_scale", scale)
-    kind, s, m, e = fp.decode(fp.E4M3, v)
-    if exp is None or kind == fp.NAN:
-        return (F32, F32.fmt.default_nan)
-    return (F32, fp.round_finite(F32.fmt, s, m, e + exp))
+    return _fp8_scaled("fp8_to_f32_scale", x, scale, F32)
 
 
 def fp8_to_f16_scale(ctx, x, scale):
     """As fp8_to_f32_scale, rounded to f16 (E4M3 times 2**(scale - 127) may leave f16's range)."""
-    v = _field("fp8_to_f16_scale", x, "fp8")
-    exp = _e8m0_scale("fp8_to_f16_scale", scale)
-    kind, s, m, e = fp.decode(fp.E4M3, v)
-    if exp is None or kind == fp.NAN:
-        return (F16, F16.fmt.default_nan)
-    return (F16, fp.round_finite(F16.fmt, s, m, e + exp))
+    return _fp8_scaled("fp8_to_f16_scale", x, scale, F16)
 
 
 def f32_to_fp8_scale(ctx, x, scale):
