@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Each mistake of issue 29, run as a user would from the repository's folder; the log shows
+# Each newcomer mistake eval.py names, run as a user would from the repository's folder; the log shows
 # the command, what eval.py printed (stdout and stderr) and its exit status.
 #   bash bench/user_errors.sh > results/2026-12-01-cpu-newcomer-second-pass/user_errors.log 2>&1
 cd "$(dirname "$0")/.."

@@ -337,7 +337,7 @@ def test_this_projects_submission_passes_on_the_gpu(run_eval, cases_file):
 
 
 # ---------------------------------------------------------------------------
-# A newcomer's mistakes (issue 29): each named in one line, with its exit status
+# A newcomer's mistakes: each named in one line, with its exit status
 # ---------------------------------------------------------------------------
 
 CASE = "batchsize: 2; qseqlen: 1; kvseqlen: 64; seed: 11"

@@ -1,6 +1,5 @@
 """Every Gluon launch the autopick offers for the 8 benchmark shapes compiles on a CPU for
-the H200 (sm_90: the Gluon twin's ampere copies and mma_v2), no GPU needed (issue 21 item
-5). Its gfx950 (MI355X) compile is tests/test_gfx950_report.py's: the static report
+the H200 (sm_90: the Gluon twin's ampere copies and mma_v2), no GPU needed. Its gfx950 (MI355X) compile is tests/test_gfx950_report.py's: the static report
 compiles every launch offered there, Gluon and Triton.
 
 One subprocess (Triton decides interpret-or-compile when a kernel is decorated, so
@@ -22,7 +21,7 @@ LAST_LINE = re.compile(r"^(\d+) gluon specializations compiled for sm_90 in ([\d
 def test_every_gluon_launch_offered_on_the_h200_compiles_for_sm_90(tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     env["TRITON_CACHE_DIR"] = str(tmp_path / "cache")
-    proc = subprocess.run([sys.executable, "bench/compile_target.py", "sm_90", "--language", "gluon"], env=env,
+    proc = subprocess.run([sys.executable, "-m", "tools.compile_target", "sm_90", "--language", "gluon"], env=env,
                           cwd=ROOT, capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stderr[-4000:]
     *compiled, last = proc.stdout.strip().splitlines()

@@ -1,15 +1,15 @@
 """Scalar ALU (SOP1, SOP2, SOPC, SOPK) and program control (SOPP): the semantics of AMD's
-CDNA4 pseudocode (tinygrad's wheel carries it; tests/test_gfx950_emu_pcode.py compares every
-mnemonic here with it), on Python ints."""
+CDNA4 pseudocode (tinygrad's wheel carries it; tests/test_gfx950_emu_pcode_cross.py
+compares every mnemonic here with it), on Python ints."""
 from __future__ import annotations
 
 import re
 
-from .listing import Label
-from .machine import BARRIER, END
+from ..listing import Label
+from ..registry import check_modifiers, register
+from ..reports import NotImplementedInstruction
+from ..state import BARRIER, END
 from .operands import MASK32, MASK64, scalar_reader, scalar_writer
-from .reports import NotImplementedInstruction
-from .semantics import check_modifiers, register
 
 
 def _s32(x: int) -> int:

@@ -17,13 +17,11 @@ import re
 
 import numpy as np
 
+from ..registry import check_modifiers, register
+from ..reports import NotImplementedInstruction
+from ..state import PendingOp
 from . import numerics as nm
-
-from .listing import Const, Reg
-from .machine import PendingOp, reg_keys
-from .operands import U32, U64, scalar_reader, sgpr_index, vector_reader, vgpr_row
-from .reports import NotImplementedInstruction
-from .semantics import check_modifiers, register
+from .operands import U32, scalar_reader, sgpr_index, vector_reader, vgpr_row
 
 LANES = np.arange(64)
 _SIZES = {"byte": 1, "ubyte": 1, "sbyte": 1, "ushort": 2, "short": 2, "dword": 4, "dwordx2": 8, "dwordx3": 12, "dwordx4": 16}
@@ -122,7 +120,7 @@ def _store_global(wave, ins, address, lanes, data):
     memory = machine.memory
     if not ok.any():
         return None
-    from .memory import StoreRecord
+    from ..memory import StoreRecord
     addresses = _byte_addresses(address[ok], nbytes)
     order = np.argsort(addresses, kind="stable")
     record = StoreRecord(wave, addresses[order], np.zeros(0, dtype=np.uint8), machine.time)
@@ -416,7 +414,7 @@ def _buffer_atomic_add(ins, kernel):
 def _atomic_add_lanes(wave, ins, address, lanes, data) -> np.ndarray:
     """Adds data[lane] at address[lane] for each lane in order (one address may take several
     lanes); returns each lane's old value."""
-    from .memory import StoreRecord
+    from ..memory import StoreRecord
     memory = wave.machine.memory
     old = np.zeros(64, dtype=U32)
     where = np.flatnonzero(lanes)
