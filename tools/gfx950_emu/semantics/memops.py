@@ -650,14 +650,19 @@ def _bpermute(ins, kernel):
     offset = ins.modifiers.get("offset", 0)
 
     def run(wave):
-        src = ((nm.lanes(addr(wave), np.int64) + offset) // 4) % 64
-        values = np.where(wave.exec[src], wave.v[data_row][src], U32(0))
-        active = wave.exec.copy()
-
-        def complete(w):
-            np.copyto(w.v[dst], values, where=active)
-        wave.issue(PendingOp((1000 + dst,), complete, ins, wave.machine.time), "lgkm")
+        _gather_lanes(wave, ins, dst, data_row, ((nm.lanes(addr(wave), np.int64) + offset) // 4) % 64)
     return run, 1
+
+
+def _gather_lanes(wave, ins, dst: int, data_row: int, src: np.ndarray):
+    """An LDS-pipe cross-lane read: each active lane of row dst gets lane src[i] of
+    data_row (0 where that lane is inactive), when lgkmcnt retires it."""
+    values = np.where(wave.exec[src], wave.v[data_row][src], U32(0))
+    active = wave.exec.copy()
+
+    def complete(w):
+        np.copyto(w.v[dst], values, where=active)
+    wave.issue(PendingOp((1000 + dst,), complete, ins, wave.machine.time), "lgkm")
 
 
 _SWAP = re.compile(r"swizzle\(SWAP,(\d+)\)$")
@@ -683,12 +688,7 @@ def _swizzle(ins, kernel):
     src = (LANES & ~31) | (((LANES & and_mask) | or_mask) ^ xor_mask)
 
     def run(wave):
-        values = np.where(wave.exec[src], wave.v[data_row][src], U32(0))
-        active = wave.exec.copy()
-
-        def complete(w):
-            np.copyto(w.v[dst], values, where=active)
-        wave.issue(PendingOp((1000 + dst,), complete, ins, wave.machine.time), "lgkm")
+        _gather_lanes(wave, ins, dst, data_row, src)
     return run, 1
 
 

@@ -627,32 +627,20 @@ def _cndmask(ins, kernel):
     return run, 1
 
 
-@register("v_sub_co_u32")
+@register("v_sub_co_u32", "v_subb_co_u32")
 def _sub_co(ins, kernel):
+    """a - b (v_subb: minus the borrow-in mask, the fifth operand), the borrow out to the
+    second destination (a mask)."""
     check_modifiers(ins, set())
     write = vector_writer(ins.operands[0])
     carry = _mask_writer(_InsView(ins, 1))
     ra, rb = vector_reader(ins.operands[2], "u32"), vector_reader(ins.operands[3], "u32")
+    borrow_in = _mask_reader(ins.operands[4]) if base_mnemonic(ins.mnemonic)[0] == "v_subb_co_u32" else None
 
     def run(wave):
-        a, b = ra(wave), rb(wave)
-        write(wave, a - b)
-        carry(wave, nm.lanes(b > a))
-    return run, 2
-
-
-@register("v_subb_co_u32")
-def _subb_co(ins, kernel):
-    check_modifiers(ins, set())
-    write = vector_writer(ins.operands[0])
-    carry = _mask_writer(_InsView(ins, 1))
-    ra, rb = vector_reader(ins.operands[2], "u32"), vector_reader(ins.operands[3], "u32")
-    cin = _mask_reader(ins.operands[4])
-
-    def run(wave):
-        a, b = ra(wave).astype(np.int64), np.asarray(rb(wave), dtype=np.int64)
-        c = cin(wave).astype(np.int64)
-        r = a - b - c
+        r = np.asarray(ra(wave), dtype=np.int64) - np.asarray(rb(wave), dtype=np.int64)
+        if borrow_in is not None:
+            r = r - borrow_in(wave).astype(np.int64)
         write(wave, (r & MASK32).astype(U32))
         carry(wave, nm.lanes(r < 0))
     return run, 2
