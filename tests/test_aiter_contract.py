@@ -17,6 +17,8 @@ import pytest
 
 from tools import aiter_contract as ac
 
+pytestmark = pytest.mark.fast
+
 MARCH = ac.load_api(ac.MARCH_API_FILE)
 WHEEL = ac.load_api(ac.WHEEL_API_FILE)
 NAMES = ac.recorded_functions(MARCH)

@@ -9,6 +9,8 @@ import submission
 from bench import error_bounds
 from reference import generate_input
 
+pytestmark = pytest.mark.fast
+
 # Forms without a measurement of their own, judged by their format's bound: aiter's a16w8
 # (ROCm only) and the Gluon forms (bench/verify_errors.py has not measured them).
 UNMEASURED_FORMS = {("fp8", "a16w8"), ("fp8", "gluon"), ("mxfp4", "gluon")}

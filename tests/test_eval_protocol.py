@@ -54,6 +54,7 @@ def test_calculate_stats():
     assert stats.err == pytest.approx(stats.std / 2)
 
 
+@pytest.mark.fast
 def test_test_mode_passes_a_correct_submission(run_eval, submission_file, cases_file):
     rc, lines, _, err = run_eval(["test", str(cases_file(SMALL_CASES))],
                                  submission_file("correct"))

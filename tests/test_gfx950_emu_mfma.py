@@ -20,7 +20,7 @@ import torch
 
 from tools.gfx950_emu.single import run_instructions
 
-pytestmark = pytest.mark.gfx950_emulator
+pytestmark = [pytest.mark.gfx950_emulator, pytest.mark.fast]
 
 
 E2M1 = np.array([0, 0.5, 1, 1.5, 2, 3, 4, 6, -0.0, -0.5, -1, -1.5, -2, -3, -4, -6])

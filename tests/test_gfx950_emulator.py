@@ -31,13 +31,16 @@ def _targets():
 TARGETS = _targets()
 
 
-@pytest.mark.parametrize("target", TARGETS, ids=[f"{i:02d}-{t.label}" for i, t in enumerate(TARGETS)])
+# The fast tier runs the specialization offered first.
+@pytest.mark.parametrize("target", [pytest.param(t, marks=pytest.mark.fast) if i == 0 else t for i, t in enumerate(TARGETS)],
+                         ids=[f"{i:02d}-{t.label}" for i, t in enumerate(TARGETS)])
 def test_offered_specialization_passes_in_the_emulator(target):
     from tools import gfx950_cases
     result = gfx950_cases.run_target(target, gfx950_cases.quick_case(target))
     assert result.passed, f"{target.label}, {result.case}: {result.detail}"
 
 
+@pytest.mark.fast
 def test_every_benchmark_shape_offers_both_formats_decodes_and_the_aiter_guards():
     # The list the emulator runs is the autopick's: all four decode kernel families and the
     # combine and guard kernels appear (a change that emptied it would pass the test above).

@@ -48,6 +48,8 @@ import pytest
 from conftest import pinned_triton_codegen
 from tools.mutants import mutated_source
 
+pytestmark = pytest.mark.fast
+
 ROOT = Path(__file__).resolve().parent.parent
 SUBMISSION = ROOT / "submission.py"
 UPCAST_SCRIPT = ROOT / "tests" / "triton_mxfp4_upcast.py"

@@ -18,7 +18,7 @@ from tools.gfx950_emu.pcode.interpreter import PcodeRuntimeError
 from tools.gfx950_emu.pcode.kernel_opcodes import KERNEL_OPCODES, NO_PCODE, PROSE
 from tools.gfx950_emu.pcode.lang import PcodeSyntaxError
 
-pytestmark = pytest.mark.gfx950_emulator
+pytestmark = [pytest.mark.gfx950_emulator, pytest.mark.fast]
 
 
 def f32(x: float) -> int:

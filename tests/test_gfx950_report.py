@@ -77,6 +77,7 @@ def test_standins_specialize_as_the_harness_tensors(tmp_path):
 
 
 @pinned_triton_codegen("no spill")
+@pytest.mark.fast
 def test_no_offered_specialization_spills(report):
     rep, _ = report
     spilling = {k["name"]: (k["vgpr_spill"], k["sgpr_spill"]) for k in rep["kernels"]
@@ -142,6 +143,7 @@ def test_small_shape_columns(report):
         assert row["in_flight_bytes_per_cu"] == kernel["loop"]["in_flight_bytes_per_wave"] * row["waves_per_cu"]
 
 
+@pytest.mark.fast
 def test_every_offered_launch_is_compiled(report):
     rep, _ = report
     offered = {}

@@ -10,6 +10,8 @@ import torch
 
 import reference
 
+pytestmark = pytest.mark.fast
+
 BF16_MAX = torch.finfo(torch.bfloat16).max
 # E2M1 ties at scale 1: the code each tie rule picks (magnitudes; negatives add 8).
 TIE_CODES = {  # value: (ties to even, ties away)

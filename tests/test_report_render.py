@@ -6,6 +6,8 @@ import pytest
 
 from bench import report
 
+pytestmark = pytest.mark.fast
+
 FLOOR = {"events_only_us": 2.0, "one_triton_launch_us": 5.0}
 BANDWIDTH = 4.0e12
 

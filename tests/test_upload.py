@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.fast
+
 SUBMISSION = Path(__file__).resolve().parent.parent / "submission.py"
 MAX_BYTES = 1_000_000
 FORBIDDEN_WORD = "stream"
