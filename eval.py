@@ -82,7 +82,10 @@ def before_any_import(argv: list[str]) -> int | None:
     """What eval.py does before torch is imported: the help text (-h, --help), or one line
     naming the modules this Python lacks, with the set-up to run. None: go on."""
     if "-h" in argv[1:] or "--help" in argv[1:]:
-        print(f"{USAGE_LINES}\n\n{__doc__.strip()}\n\nMore: docs/commands.md")
+        try:
+            print(f"{USAGE_LINES}\n\n{__doc__.strip()}\n\nMore: docs/commands.md", flush=True)
+        except BrokenPipeError:   # `--help | head`: the reader has what it wanted
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_PASS
     missing = missing_modules(protocol=bool(os.environ.get("POPCORN_FD")))
     if missing:

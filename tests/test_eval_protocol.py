@@ -591,6 +591,15 @@ def test_help_prints_the_usage_with_or_without_torch(python_without_packages, tm
     assert (rc, err) == (0, "") and out.startswith("usage: python3 eval.py"), err
 
 
+def test_help_into_a_pipe_its_reader_closed_is_no_traceback():
+    """`python3 eval.py --help | head -n 5`: the reader is gone before eval.py writes."""
+    proc = subprocess.Popen([sys.executable, str(REPO_ROOT / "eval.py"), "--help"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    proc.stdout.close()
+    err = proc.stderr.read()
+    assert (proc.wait(timeout=120), err) == (0, "")
+
+
 def test_a_bad_mla_route_is_refused_before_the_versions_and_header_lines(run_eval, monkeypatch):
     """Whatever spellings submission.py takes, its own check (cannot_run_here, over its
     MLA_ROUTE parser) decides; eval.py prints its one line and nothing else, exit 2."""
