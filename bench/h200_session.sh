@@ -174,7 +174,7 @@ suite)
             > "$out/pytest_rerun.log" 2>&1 && echo "   the tests that failed among the workers pass alone"
         tail -n 5 "$out/pytest_rerun.log"
     fi
-    echo "   pytest's summary line: $(tail -n 1 "$out/pytest_rest.log")" | tee -a "$out/session.log"
+    echo "   pytest's summary line (exit $rest): $(tail -n 1 "$out/pytest_rest.log")" | tee -a "$out/session.log"
     step "done"
     ;;
 verify)
