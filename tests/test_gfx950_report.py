@@ -465,7 +465,7 @@ def aiter_figures():
     return gfx950_report.aiter_record()
 
 
-def test_aiter_assembly_decode_is_read_from_the_wheel(report, aiter_figures):
+def test_aiter_assembly_decode_is_read_from_the_wheel(aiter_figures, report):
     """The report carries aiter's a8w8 decode (the reference's kernel) read from the amd-aiter
     wheel's code object by the same counts as ours, beside our first-offered launches: two
     wave-half tile loops whose MFMA work is a whole number of KV tokens, each figure their
