@@ -26,7 +26,10 @@ full-size cases would take hours there.
 
 MLA_SUBMISSION=path/to/file.py runs that file instead of ./submission.py. If the
 submission defines describe_route(data) -> str, human mode shows the route per case; if it
-defines cannot_run_here() -> str | None, a reason it gives ends the run before any case.
+defines cannot_run_here() -> str | None (submission.py: a bad or unservable MLA_ROUTE, a
+switch spelled wrong), a reason it gives ends the run before anything else is printed.
+Without torch or triton (or, for human mode, pyyaml) eval.py names what is missing and the
+set-up to run, exit 2; `-h` / `--help` prints this text.
 """
 import base64
 import dataclasses
@@ -44,13 +47,57 @@ import traceback
 from pathlib import Path
 
 
+EXIT_PASS, EXIT_USAGE, EXIT_CHECK_FAILED, EXIT_BAD_CASES = 0, 2, 112, 113
+USAGE_LINES = """usage: python3 eval.py {test|benchmark|leaderboard} [CASES_FILE]
+       python3 eval.py cases {tests|benchmarks|cpu_benchmarks}
+       POPCORN_FD=N python3 eval.py {test|benchmark|leaderboard|profile} CASES_FILE"""
+USAGE = f"{USAGE_LINES}\n(python3 eval.py --help says more)"
+# The modules eval.py imports that set-up installs (module -> pip's name), and the modes
+# that need each: torch and triton every mode (the submission runs on them), yaml for the
+# human modes and `cases` (task.yml), which protocol mode does not read.
+NEEDED_MODULES = {"torch": "torch", "triton": "triton", "yaml": "pyyaml"}
+PROTOCOL_MODULES = ("torch", "triton")
+
+
 def _interrupted_while_starting(signum, frame):
     print("eval.py: interrupted (Ctrl-C)", file=sys.stderr)
     raise SystemExit(130)
 
 
+def missing_modules(protocol: bool) -> list[str]:
+    """pip's names of the modules eval.py needs (NEEDED_MODULES) that this Python cannot find."""
+    names = PROTOCOL_MODULES if protocol else NEEDED_MODULES
+    return [NEEDED_MODULES[name] for name in names if importlib.util.find_spec(name) is None]
+
+
+def missing_modules_line(missing: list[str]) -> str:
+    listed = missing[0] if len(missing) == 1 else f"{', '.join(missing[:-1])} and {missing[-1]}"
+    verb = "is" if len(missing) == 1 else "are"
+    return (f"eval.py: {listed} {verb} not installed for this Python ({sys.executable}): run "
+            f"`bash tools/setup.sh` in {Path(__file__).resolve().parent} (README.md, Start), or, if you set up "
+            f"a venv, activate it first")
+
+
+def before_any_import(argv: list[str]) -> int | None:
+    """What eval.py does before torch is imported: the help text (-h, --help), or one line
+    naming the modules this Python lacks, with the set-up to run. None: go on."""
+    if "-h" in argv[1:] or "--help" in argv[1:]:
+        try:
+            print(f"{USAGE_LINES}\n\n{__doc__.strip()}\n\nMore: docs/commands.md", flush=True)
+        except BrokenPipeError:   # `--help | head`: the reader has what it wanted
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_PASS
+    missing = missing_modules(protocol=bool(os.environ.get("POPCORN_FD")))
+    if missing:
+        print(missing_modules_line(missing), file=sys.stderr)
+        return EXIT_USAGE
+    return None
+
+
 if __name__ == "__main__":   # Ctrl-C while torch imports: one line; main() takes over after
     signal.signal(signal.SIGINT, _interrupted_while_starting)
+    if (early_exit := before_any_import(sys.argv)) is not None:
+        sys.exit(early_exit)
 
 import torch
 
@@ -60,10 +107,9 @@ except ValueError as error:   # a bad MLA_CHECK_RULE or MLA_MXFP4_GENERATION
     if __name__ != "__main__":
         raise
     print(f"eval.py: {error}", file=sys.stderr)
-    sys.exit(2)   # usage (EXIT_USAGE, defined below)
+    sys.exit(EXIT_USAGE)
 from utils import clear_l2_cache_large, describe_platform, set_seed
 
-EXIT_PASS, EXIT_USAGE, EXIT_CHECK_FAILED, EXIT_BAD_CASES = 0, 2, 112, 113
 TASK_FILE = Path(__file__).resolve().with_name("task.yml")
 CASE_FIELD = re.compile(r"\s*([a-zA-Z_]\w*)\s*:\s*(\S(?:.*\S)?)\s*")
 INTEGER = re.compile(r"[+-]?[0-9]+")
@@ -84,10 +130,6 @@ PROGRESS_REPEAT_S = 30.0    # then one at each new step and every 30 s within a 
 MODES = ("test", "benchmark", "leaderboard", "profile")
 HUMAN_MODES = ("test", "benchmark", "leaderboard")
 EXIT_INTERRUPTED = 130    # 128 + SIGINT, as a shell reports a command ended by Ctrl-C
-USAGE = """usage: python3 eval.py {test|benchmark|leaderboard} [CASES_FILE]
-       python3 eval.py cases {tests|benchmarks|cpu_benchmarks}
-       POPCORN_FD=N python3 eval.py {test|benchmark|leaderboard|profile} CASES_FILE
-(the docstring at the top of eval.py says more)"""
 
 
 @dataclasses.dataclass
@@ -764,11 +806,11 @@ def human_main(argv: list[str], secret_seed: int | None) -> int:
         cases = read_cases(cases_file, secret_seed)
     else:
         cases = parse_cases("\n".join(default_cases(mode)), secret_seed)
-    print(device_line(), flush=True)
-    print(run_line(mode, cases, cases_file), flush=True)
     context = multiprocessing.get_context("spawn")
     board = context.Array("c", PHASE_BYTES, lock=False)
     with start_pool(context, (board,)) as pool:
+        # A setting the run cannot go on with (the submission's own check of MLA_ROUTE and
+        # its switches) is refused before the versions line and the header.
         if cannot_run(pool):
             return EXIT_USAGE
         interpreted = interpreted_triton_route()
@@ -779,6 +821,8 @@ def human_main(argv: list[str], secret_seed: int | None) -> int:
                 f"gives its times): give a cases file of small cases, e.g. the 4 x 1024 test "
                 f"case: `python3 eval.py cases tests | head -n 1 > small_cases.txt`, then "
                 f"`TRITON_INTERPRET=1 MLA_ROUTE={interpreted} python3 eval.py {mode} small_cases.txt`")
+        print(device_line(), flush=True)
+        print(run_line(mode, cases, cases_file), flush=True)
         if cases_too_large(pool, cases, mode):
             return EXIT_BAD_CASES
         if mode != "test":

@@ -7,8 +7,9 @@ times (no MI355X ran anything here).
 
 The code object is the one in the amd-aiter wheel the tests fetch (.ci/aiter_wheel, filled
 by tools/setup.sh; $AITER_WHEEL_DIR elsewhere), disassembled for gfx950 by llvm-objdump
-(Debian's llvm-22: llvm-objdump-22) and its kernel metadata read by llvm-readelf. It is
-read as data: no code of aiter enters the project.
+and its kernel metadata read by llvm-readelf, each the first on PATH that can
+(tools/external_programs.py: LLVM 22 for gfx950 code, Debian's llvm-22). It is read as
+data: no code of aiter enters the project.
 
 How its loops are read (checked on the listing, an error where a code object differs):
 the kernel has two tile loops (tile_loops), one a half of the workgroup's waves: the branch
@@ -25,15 +26,14 @@ import argparse
 import json
 import os
 import re
-import shutil
 import subprocess
 from pathlib import Path
 
-from tools import amdgcn
+from tools import amdgcn, external_programs
 
 ROOT = Path(__file__).resolve().parent.parent
 CODE_OBJECT = Path("aiter_meta") / "hsa" / "gfx950" / "mla" / "mla_a8w8_qh16_qseqlen1_gqaratio16_ps.co"
-TOOLS = {"objdump": ("llvm-objdump-22", "llvm-objdump"), "readelf": ("llvm-readelf-22", "llvm-readelf")}
+TOOLS = {"objdump": "llvm-objdump", "readelf": "llvm-readelf"}   # kind -> tools/external_programs.py's name
 HEADS, QK_DIM, V_DIM = 16, 576, 512
 
 _LINE = re.compile(r"^\s+([a-z][a-z0-9_]*)\b\s*([^/]*?)\s*(//.*)?$")
@@ -45,16 +45,17 @@ def wheel_dir() -> Path:
     return Path(os.environ.get("AITER_WHEEL_DIR", ROOT / ".ci" / "aiter_wheel"))
 
 
-def tool(kind: str) -> str | None:
-    """The first of TOOLS[kind] on PATH, or None."""
-    return next((found for name in TOOLS[kind] if (found := shutil.which(name))), None)
+def tool(kind: str) -> str:
+    """The path of TOOLS[kind] that can read the code object here (Unusable where none can)."""
+    return external_programs.command(TOOLS[kind])[0]
 
 
 def unavailable_reason(wheel: Path) -> str | None:
-    """Why the figures cannot be read here (None where they can)."""
-    for kind in TOOLS:
-        if tool(kind) is None:
-            return f"no {' or '.join(TOOLS[kind])} on PATH (Debian's llvm-22 has them) to read aiter's code object"
+    """Why the figures cannot be read here (None where they can): a program that cannot
+    serve, named with the version it needs, or no code object."""
+    for name in TOOLS.values():
+        if (problem := external_programs.problem(name)) is not None:
+            return problem
     if not (wheel / CODE_OBJECT).is_file():
         return f"no {CODE_OBJECT} in {wheel} (tools/setup.sh fetches the amd-aiter wheel there)"
     return None

@@ -83,10 +83,12 @@ counted once, one pass, and the table says how many there are: there the figure 
 
 aiter's assembly decode: the same per-token figures for the a8w8 kernel
 the reference calls, read from the code object in the amd-aiter wheel the tests fetch
-(bench/aiter_asm.py: disassembled by Debian's llvm-22 llvm-objdump for gfx950; its two
-tile loops, one a half of the waves each; the tokens a trip from their MFMA work), against
-the fp8 and the MXFP4 HBM time, beside our fp8 and MXFP4 first-offered launches; where
-llvm-objdump or the wheel is missing the report says so and carries no aiter figures.
+(bench/aiter_asm.py: disassembled by llvm-objdump for gfx950; its two tile loops, one a
+half of the waves each; the tokens a trip from their MFMA work), against the fp8 and the
+MXFP4 HBM time, beside our fp8 and MXFP4 first-offered launches. Where no llvm-objdump on
+PATH can read gfx950 code (tools/external_programs.py: LLVM 22, Debian's llvm-22) or the
+wheel is missing, the report says why and carries no aiter figures; --no-aiter leaves them
+out without running LLVM.
 
 Cold run: the distinct specializations the launches above compile (the
 JIT compiles one per kernel and cache key on first sight, every candidate being compiled
@@ -375,7 +377,7 @@ def cold_run_record(languages: list, seconds: float, cpu_seconds: float) -> dict
                     "empty Triton cache on this CPU"}
 
 
-def build(asm_dir: Path | None) -> dict:
+def build(asm_dir: Path | None, with_aiter: bool = True) -> dict:
     target = compile_target.TARGETS["gfx950"]
     compiled, kernels = {}, {}  # identity -> (compiled, seconds); (format, identity) -> record
     compile_cpu = {}  # identity -> CPU seconds of its compile
@@ -429,14 +431,14 @@ def build(asm_dir: Path | None) -> dict:
                         "in_flight_target_bytes_per_cu": IN_FLIGHT_TARGET_BYTES_PER_CU},
             "targets": {"loop_x_hbm": LOOP_TARGETS, "target_shapes": TARGET_SHAPES, "small_shapes": SMALL_SHAPES,
                         "baseline_forms": BASELINE_FORMS},
-            "aiter_asm": aiter_record()}
+            **({"aiter_asm": aiter_record()} if with_aiter else {})}
 
 
 def aiter_record(wheel: Path | None = None) -> dict:
     """aiter's assembly a8w8 decode read from the amd-aiter wheel's code object
     (bench/aiter_asm.py), per KV token, and its static bounds at each benchmark shape
     against the HBM time of fp8 (the bytes it reads) and of MXFP4 (what our MXFP4 form
-    reads); {"skipped": why} where llvm-objdump or the wheel is missing here."""
+    reads); {"skipped": why} where no LLVM here can read it or the wheel is missing."""
     wheel = wheel or aiter_asm.wheel_dir()
     reason = aiter_asm.unavailable_reason(wheel)
     if reason:
@@ -673,9 +675,11 @@ def main() -> None:
         parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
         parser.add_argument("--json", type=Path, help="write the report here")
         parser.add_argument("--asm-dir", type=Path, help="write each specialization's AMDGCN here")
+        parser.add_argument("--no-aiter", action="store_true",
+                            help="leave aiter's assembly decode out (runs no LLVM program)")
         _markdown_options(parser)
         args = parser.parse_args()
-        rep = build(args.asm_dir)
+        rep = build(args.asm_dir, with_aiter=not args.no_aiter)
         rep["command"] = shlex.join(["python3", "-m", "bench.gfx950_report", *sys.argv[1:]])
         if args.json is not None:
             args.json.parent.mkdir(parents=True, exist_ok=True)

@@ -19,10 +19,8 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-import triton
-
 import submission as sub
-from tools import compile_target
+from tools import compile_target, external_programs
 
 
 def compile_kernel(kv_format: str, launch: sub.TritonLaunch, batch: int = 4, kv_len: int = 8192):
@@ -34,11 +32,12 @@ def compile_kernel(kv_format: str, launch: sub.TritonLaunch, batch: int = 4, kv_
 
 
 def disassemble(cubin: bytes) -> str:
-    nvdisasm = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "nvdisasm"
+    """The SASS of `cubin`, by Triton's bundled nvdisasm (tools/external_programs.py)."""
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "kernel.cubin")
         Path(path).write_bytes(cubin)
-        return subprocess.run([str(nvdisasm), "-c", path], capture_output=True, text=True, check=True).stdout
+        return subprocess.run([*external_programs.command("nvdisasm"), "-c", path], capture_output=True, text=True,
+                              check=True).stdout
 
 
 def main_loop_mix(sass: str) -> collections.Counter:
@@ -64,6 +63,8 @@ def main():
     parser.add_argument("--stages", type=int, default=3)
     parser.add_argument("--sass", help="also write the whole SASS here")
     args = parser.parse_args()
+    if (problem := external_programs.problem("nvdisasm")) is not None:
+        raise SystemExit(problem)
     launch = sub.TritonLaunch(args.splits, args.block_n, args.warps, args.stages)
     compiled = compile_kernel(args.format, launch)
     sass = disassemble(compiled.asm["cubin"])

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Each newcomer mistake eval.py names, run as a user would from the repository's folder; the log shows
-# the command, what eval.py printed (stdout and stderr) and its exit status.
-#   bash bench/user_errors.sh > results/2026-12-01-cpu-newcomer-second-pass/user_errors.log 2>&1
+# Each newcomer mistake eval.py names, run as a user would from the repository's folder; the
+# log shows the command, what eval.py printed (stdout and stderr) and its exit status.
+#   bash bench/user_errors.sh > results/2026-12-03-cpu-fresh-machine/user_errors.log 2>&1
 cd "$(dirname "$0")/.."
 export CUDA_VISIBLE_DEVICES=-1
 scratch=$(mktemp -d)
@@ -31,6 +31,13 @@ run POPCORN_SEED=abc python3 eval.py test "$scratch/commented.txt"
 run MLA_CHECK_INDPTR=maybe python3 eval.py test "$scratch/commented.txt"
 run TRITON_INTERPRET=true MLA_ROUTE=triton_fp8 python3 eval.py test "$scratch/commented.txt"
 run TRITON_INTERPRET=1 MLA_ROUTE=triton_fp8 python3 eval.py test
+# A Python without torch, triton or pyyaml (a fresh venv before set-up, or not the venv set-up
+# installed into), the help, a route spelled wrong
+python3 -m venv --without-pip "$scratch/bare"
+run "$scratch/bare/bin/python3" eval.py
+run "$scratch/bare/bin/python3" eval.py benchmark
+run "python3 eval.py --help | head -n 5"
+run MLA_ROUTE=tirton_fp8 python3 eval.py benchmark
 # Ctrl-C while a full-size case runs: SIGINT to eval.py's process group, as a terminal sends it
 echo "\$ python3 eval.py test   # Ctrl-C after 20 s"
 setsid python3 eval.py test > "$scratch/ctrl_c.out" 2> "$scratch/ctrl_c.err" &

@@ -3,6 +3,9 @@ modes, exit codes; and its human mode prints a table. Small cases, run as subpro
 that see no GPU (the protocol is host logic; conftest.run_eval); on a GPU, eval.py also
 runs this project's submission there, in test and leaderboard mode."""
 import base64
+import os
+import subprocess
+import sys
 
 import pytest
 
@@ -270,7 +273,7 @@ def test_a_forced_route_this_machine_cannot_serve_stops_before_any_case(run_eval
     assert rc == 2 and "Traceback" not in err, err
     assert f"eval.py: MLA_ROUTE='{route}' cannot serve on this machine (no GPU): " in err
     assert ("TRITON_INTERPRET=1" if route.startswith("triton") else "AMD GPU") in err
-    assert "[1/2]" not in err and "check:" not in out
+    assert "[1/2]" not in err and out == ""   # refused before the versions line
 
 
 @cpu_only("on a CPU no Gluon form can run, interpreted or not")
@@ -283,7 +286,7 @@ def test_a_forced_gluon_form_stops_before_any_case_on_a_cpu(run_eval, cases_file
                                protocol=False, env={"MLA_ROUTE": "triton_fp8:gluon", "TRITON_INTERPRET": interpret})
     assert rc == 2 and "Traceback" not in err, err
     assert "eval.py: MLA_ROUTE='triton_fp8:gluon' cannot serve on this machine (no GPU): " in err and reason in err, err
-    assert "[1/2]" not in err and "check:" not in out
+    assert "[1/2]" not in err and out == ""   # refused before the versions line
 
 
 @pytest.mark.parametrize("name, allowed", [("MLA_CHECK_RULE", "['1e-2', '2e-2', 'current']"),
@@ -432,7 +435,7 @@ def test_a_submission_without_custom_kernel_is_a_usage_error(run_eval, tmp_path,
 def test_a_forced_interpreted_route_needs_a_cases_file(run_eval, submission_file):
     rc, _, out, err = run_eval(["test"], submission_file("correct"), protocol=False,
                                env={"TRITON_INTERPRET": "1", "MLA_ROUTE": "triton_mxfp4"})
-    assert rc == 2 and "[1/4]" not in err and "check:" not in out, err
+    assert rc == 2 and "[1/4]" not in err and out == "", err
     assert err.startswith("eval.py: MLA_ROUTE='triton_mxfp4' under TRITON_INTERPRET=1 runs "
                           "Triton's interpreter, which would take hours over the task's full-size "
                           "cases"), err
@@ -528,3 +531,84 @@ def test_a_setting_spelled_otherwise_stops_eval_py_before_any_case(monkeypatch, 
     assert submission.cannot_run_here() is None
     monkeypatch.setenv(name, value)
     assert submission.cannot_run_here().startswith(f"{name}={value!r}: {allowed}")
+
+
+def run_in(python: str, args: list[str], cwd, env: dict | None = None):
+    environment = {key: value for key, value in os.environ.items() if not key.startswith(("POPCORN_", "MLA_"))}
+    proc = subprocess.run([python, str(REPO_ROOT / "eval.py"), *args], cwd=cwd, env={**environment, **(env or {})},
+                          capture_output=True, text=True, timeout=120)
+    return proc.returncode, proc.stdout, proc.stderr
+
+
+@pytest.fixture(scope="module")
+def python_without_packages(tmp_path_factory) -> str:
+    """A fresh venv's Python, without pip or the system's site packages: no torch, triton
+    or pyyaml, as before set-up (or outside the venv set-up installed into)."""
+    venv = tmp_path_factory.mktemp("bare_venv")
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+    python = str(venv / "bin" / "python3")
+    assert subprocess.run([python, "-c", "import torch"], capture_output=True).returncode != 0
+    return python
+
+
+@pytest.mark.parametrize("args", [[], ["benchmark"], ["test", "cases.txt"], ["cases", "tests"]])
+def test_without_torch_eval_py_names_what_is_missing_and_the_set_up(python_without_packages, tmp_path, args):
+    """Any mode, even none: one line naming the missing packages, this Python and the
+    set-up to run, exit 2, before torch's import could raise."""
+    rc, out, err = run_in(python_without_packages, args, tmp_path)
+    assert (rc, out) == (2, ""), err
+    assert err == (f"eval.py: torch, triton and pyyaml are not installed for this Python ({python_without_packages}): "
+                   f"run `bash tools/setup.sh` in {REPO_ROOT} (README.md, Start), or, if you set up a venv, "
+                   f"activate it first\n")
+
+
+def test_protocol_mode_without_torch_names_torch_and_triton(python_without_packages, tmp_path):
+    """The leaderboard's protocol reads no task.yml: pyyaml is not asked for there."""
+    with open(tmp_path / "results.txt", "w") as results:
+        proc = subprocess.run([python_without_packages, str(REPO_ROOT / "eval.py"), "test", "cases.txt"], cwd=tmp_path,
+                              env={"PATH": os.environ["PATH"], "POPCORN_FD": str(results.fileno())},
+                              pass_fds=(results.fileno(),), capture_output=True, text=True, timeout=120)
+    assert (proc.returncode, proc.stdout) == (2, "")
+    assert proc.stderr.startswith("eval.py: torch and triton are not installed for this Python"), proc.stderr
+
+
+def test_a_missing_triton_alone_is_named(monkeypatch):
+    real_find_spec = harness.importlib.util.find_spec
+    monkeypatch.setattr(harness.importlib.util, "find_spec",
+                        lambda name, *rest: None if name == "triton" else real_find_spec(name, *rest))
+    assert harness.missing_modules(protocol=False) == ["triton"]
+    assert harness.missing_modules_line(["triton"]).startswith(
+        f"eval.py: triton is not installed for this Python ({sys.executable}): run `bash tools/setup.sh` in ")
+
+
+@pytest.mark.parametrize("flag", ["--help", "-h"])
+def test_help_prints_the_usage_with_or_without_torch(python_without_packages, tmp_path, flag):
+    for python in (sys.executable, python_without_packages):
+        rc, out, err = run_in(python, [flag], tmp_path)
+        assert (rc, err) == (0, ""), err
+        assert out.startswith(harness.USAGE_LINES + "\n\n" + harness.__doc__.strip()), out
+        assert out.endswith("More: docs/commands.md\n")
+    rc, out, err = run_in(sys.executable, ["benchmark", flag], tmp_path)
+    assert (rc, err) == (0, "") and out.startswith("usage: python3 eval.py"), err
+
+
+def test_help_into_a_pipe_its_reader_closed_is_no_traceback():
+    """`python3 eval.py --help | head -n 5`: the reader is gone before eval.py writes."""
+    proc = subprocess.Popen([sys.executable, str(REPO_ROOT / "eval.py"), "--help"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    proc.stdout.close()
+    err = proc.stderr.read()
+    assert (proc.wait(timeout=120), err) == (0, "")
+
+
+def test_a_bad_mla_route_is_refused_before_the_versions_and_header_lines(run_eval, monkeypatch):
+    """Whatever spellings submission.py takes, its own check (cannot_run_here, over its
+    MLA_ROUTE parser) decides; eval.py prints its one line and nothing else, exit 2."""
+    import submission
+    monkeypatch.setenv("MLA_ROUTE", "no_such_route")
+    refusal = submission.cannot_run_here()
+    assert refusal and refusal.startswith("MLA_ROUTE='no_such_route': "), refusal
+    for mode in ("benchmark", "test"):
+        rc, _, out, err = run_eval([mode], REPO_ROOT / "submission.py", protocol=False,
+                                   env={"MLA_ROUTE": "no_such_route"})
+        assert (rc, out, err) == (2, "", f"eval.py: {refusal}\n")

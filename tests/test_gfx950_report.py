@@ -6,7 +6,10 @@ loads (the hardware drops an out-of-range lane of those).
 The compiles run in subprocesses without TRITON_INTERPRET (Triton decides interpret-or-
 compile when a kernel is decorated); the report compiles into an empty Triton cache of its
 own, so every run compiles everything (about 30 s for the report on an idle 2-core
-machine). One report serves every test of this module.
+machine). One report serves every test of this module; it runs no LLVM program
+(--no-aiter): aiter's code object, which needs an llvm-objdump that reads gfx950 code, is
+read by the one fixture of the tests that need it (aiter_figures), which skips naming the
+program and the version it needs where this machine has none (tools/external_programs.py).
 """
 import dataclasses
 import json
@@ -43,7 +46,7 @@ def report(tmp_path_factory):
     folder = tmp_path_factory.mktemp("gfx950")
     (folder / "gfx950.md").write_text(f"{MARKDOWN_BEGIN}\n{MARKDOWN_END}\n")
     summary = _run([*REPORT, "--json", folder / "report.json", "--asm-dir", folder / "asm",
-                    "--markdown", folder / "gfx950.md"], folder / "cache")
+                    "--markdown", folder / "gfx950.md", "--no-aiter"], folder / "cache")
     (folder / "summary.txt").write_text(summary)
     return json.loads((folder / "report.json").read_text()), folder
 
@@ -449,17 +452,26 @@ def test_objdump_listings_are_read_as_the_printer_s():
         aiter_asm.wave_halves(instructions, labels, spans[:1], 4)
 
 
-def test_aiter_assembly_decode_is_read_from_the_wheel(report):
+@pytest.fixture(scope="module")
+def aiter_figures():
+    """The report's aiter record (bench/gfx950_report.py's aiter_record): aiter's code object
+    disassembled by LLVM. Skips, naming the program and the version it needs, where no
+    LLVM on PATH can read gfx950 code, or where the wheel is missing."""
+    reason = aiter_asm.unavailable_reason(aiter_asm.wheel_dir())
+    if reason:
+        pytest.skip(f"aiter's code object is not read here: {reason}")
+    from bench import gfx950_report
+    return gfx950_report.aiter_record()
+
+
+def test_aiter_assembly_decode_is_read_from_the_wheel(aiter_figures, report):
     """The report carries aiter's a8w8 decode (the reference's kernel) read from the amd-aiter
     wheel's code object by the same counts as ours, beside our first-offered launches: two
     wave-half tile loops whose MFMA work is a whole number of KV tokens, each figure their
     counts per token, its ratios against the HBM time of fp8 and of MXFP4."""
-    rep, folder = report
-    reason = aiter_asm.unavailable_reason(aiter_asm.wheel_dir())
-    if reason:
-        assert rep["aiter_asm"] == {"skipped": reason}
-        pytest.skip(f"aiter's code object is not read here: {reason}")
-    aiter = rep["aiter_asm"]
+    from bench import gfx950_report
+    rep, _ = report
+    aiter = aiter_figures
     loops = aiter["loops"]
     assert len(loops) == 2 and sum(loop["waves"] for loop in loops) == aiter["kernel"]["waves"]
     macs = sum(loop["waves"] * count * aiter_asm.mfma_multiply_adds(kind) for loop in loops
@@ -472,9 +484,23 @@ def test_aiter_assembly_decode_is_read_from_the_wheel(report):
     for name in ("issue", "valu", "mfma"):
         assert 0 < big[f"{name}_x_fp8_hbm"] < big[f"{name}_x_mxfp4_hbm"] < 2
     assert aiter["in_flight_bytes_per_cu"] > 0
-    written = (folder / "gfx950.md").read_text()
+    written = gfx950_report.table({**rep, "aiter_asm": aiter})
     assert "aiter's assembly a8w8 decode" in written and "| 256 | 8192 | aiter a8w8 assembly | fp8 |" in written
     assert "| 256 | 8192 | ours, mxfp4 " in written and "| 256 | 8192 | ours, fp8 " in written
+
+
+def test_an_llvm_that_cannot_read_gfx950_leaves_aiter_out_by_name(monkeypatch):
+    """With an LLVM 14 llvm-objdump and a broken llvm-objdump-22 first on PATH
+    (tests/unusable_llvm), the report's aiter record says which program and which LLVM it
+    needs instead of failing, and the table says it was not read."""
+    from bench import gfx950_report
+    monkeypatch.setenv("PATH", f"{ROOT / 'tests' / 'unusable_llvm'}{os.pathsep}{os.environ['PATH']}")
+    record = gfx950_report.aiter_record()
+    assert set(record) == {"skipped"}, record
+    assert record["skipped"].startswith("llvm-objdump: needs LLVM 22 or newer"), record
+    assert "llvm-objdump-22 (" in record["skipped"] and "exits 127" in record["skipped"], record
+    assert "is LLVM 14.0.6" in record["skipped"], record
+    assert f"not read here ({record['skipped']})" in "".join(gfx950_report.aiter_table({"aiter_asm": record}))
 
 
 ISSUE_21_TARGETS = {"fp8": {"issue_x_hbm": 0.10, "valu_x_hbm": 0.15, "mfma_x_hbm": 0.15},

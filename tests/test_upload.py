@@ -9,11 +9,12 @@ benchmark and ranked submissions when enabled: its CLI in --api-mode, with the d
 the strict profile, matches no pattern in submission.py.
 """
 import json
-import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
+
+from tools import external_programs
 
 pytestmark = pytest.mark.fast
 
@@ -102,9 +103,9 @@ def test_directives_are_read_as_kernelbot_reads_them():
 
 
 def kernelguard(profile: str | None) -> dict:
-    executable = shutil.which("kernelguard")
-    assert executable, "kernelguard is not installed: pip install -r requirements.txt (tools/setup.sh)"
-    command = [executable] + (["--profile", profile] if profile else []) + ["--api-mode"]
+    if (problem := external_programs.problem("kernelguard")) is not None:
+        pytest.skip(problem)
+    command = external_programs.command("kernelguard") + (["--profile", profile] if profile else []) + ["--api-mode"]
     proc = subprocess.run(command, input=SUBMISSION.read_text(), capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     return json.loads([line for line in proc.stdout.splitlines() if line.strip()][-1])

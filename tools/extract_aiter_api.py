@@ -15,9 +15,9 @@ Sources:
   --source-dir D           an unpacked tree that contains aiter/
 
 Example:
-  python tools/extract_aiter_api.py --git-dir /work/.mirror/ROCm+aiter/repo \
+  python3 -m tools.extract_aiter_api --git-dir /work/.mirror/ROCm+aiter/repo \
       --commit 2ee06ca214 --out-dir tools/aiter_api
-  python tools/extract_aiter_api.py --wheel /tmp/aiterwheel/amd_aiter-...whl \
+  python3 -m tools.extract_aiter_api --wheel /tmp/aiterwheel/amd_aiter-...whl \
       --out-dir tools/aiter_api
 """
 from __future__ import annotations
