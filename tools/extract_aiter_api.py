@@ -15,7 +15,7 @@ Sources:
   --source-dir D           an unpacked tree that contains aiter/
 
 Example:
-  python3 -m tools.extract_aiter_api --git-dir /work/.mirror/ROCm+aiter/repo \
+  python3 -m tools.extract_aiter_api --git-dir AITER_MIRROR.git \
       --commit 2ee06ca214 --out-dir tools/aiter_api
   python3 -m tools.extract_aiter_api --wheel /tmp/aiterwheel/amd_aiter-...whl \
       --out-dir tools/aiter_api
