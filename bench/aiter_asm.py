@@ -3,7 +3,7 @@ its code object the way bench/gfx950_report.py reads our kernels: the main loop'
 instructions by class, MFMA cycles and loads in flight, per KV token. STATIC BOUNDS, not
 times (no MI355X ran anything here).
 
-    python3 bench/aiter_asm.py [--wheel DIR]   # prints the figures as JSON
+    python3 -m bench.aiter_asm [--wheel DIR]   # prints the figures as JSON
 
 The code object is the one in the amd-aiter wheel the tests fetch (.ci/aiter_wheel, filled
 by tools/setup.sh; $AITER_WHEEL_DIR elsewhere), disassembled for gfx950 by llvm-objdump
@@ -27,15 +27,11 @@ import json
 import os
 import re
 import subprocess
-import sys
 from pathlib import Path
 
-BENCH = Path(__file__).resolve().parent
-sys.path[:0] = [str(BENCH), str(BENCH.parent)]
-import amdgcn  # noqa: E402
-from tools import external_programs  # noqa: E402
+from tools import amdgcn, external_programs
 
-ROOT = BENCH.parent
+ROOT = Path(__file__).resolve().parent.parent
 CODE_OBJECT = Path("aiter_meta") / "hsa" / "gfx950" / "mla" / "mla_a8w8_qh16_qseqlen1_gqaratio16_ps.co"
 TOOLS = {"objdump": "llvm-objdump", "readelf": "llvm-readelf"}   # kind -> tools/external_programs.py's name
 HEADS, QK_DIM, V_DIM = 16, 576, 512

@@ -1,7 +1,7 @@
 """Host (Python) time of one aiter-route call, on any machine: what this project's code
 adds per call, with aiter and Triton's launcher replaced by no-ops.
 
-    python3 bench/aiter_call_host_time.py [--runs 2000]
+    python3 -m bench.aiter_call_host_time [--runs 2000]
 
 The runners are submission's aiter runners (both metadata variants) on the CPU, on their
 GPU path (launches_triton set):
@@ -20,17 +20,12 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 import time
-from pathlib import Path
 from types import SimpleNamespace
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
-
-import reference  # noqa: E402
-import submission  # noqa: E402
-from fake_aiter import FakeAiter  # noqa: E402
+import reference
+import submission
+from tools.fake_aiter import FakeAiter
 
 
 def median_us(fn, runs: int) -> float:

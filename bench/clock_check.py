@@ -4,11 +4,11 @@ runners (the chosen one and its fallbacks) timed three ways on the same input:
   autopick      submission.time_call_us on submission.LeaderboardClock (a spin kernel keeps
                 the GPU busy, the L2 is flushed, no synchronize before the start event)
   leaderboard   as the leaderboard's harness: synchronize, utils.clear_l2_cache_large (its
-                64 GB randn), events around the call (bench/report.py's leaderboard_clock_us)
-  synchronized  the autopick's clock before issue 11: an L2-sized flush, a synchronize,
-                then the events (host time included)
+                64 GB randn), events around the call (tools/leaderboard.py's leaderboard_clock_us)
+  synchronized  an L2-sized flush, a synchronize, then the events: a clock that counts
+                the host's time too, which the leaderboard's hides
 
-    python3 bench/clock_check.py --out DIR        (GPU; writes DIR/clock_check.json)
+    python3 -m bench.clock_check --out DIR        (GPU; writes DIR/clock_check.json)
 
 Prints medians (us), the autopick / leaderboard ratio (within 5%?), and whether the
 runner fastest on the autopick's clock is within 5% of the fastest on the leaderboard's.
@@ -22,9 +22,6 @@ import statistics
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "bench"))
 
 TOLERANCE = 0.05
 SAMPLES = 15
@@ -32,20 +29,20 @@ SAMPLES = 15
 
 def synchronized_us(call, runs: int) -> float:
     import torch
-    import report
+    from tools import leaderboard
     flush = torch.empty(2 * torch.cuda.get_device_properties(0).L2_cache_size, dtype=torch.uint8, device="cuda")
     samples = []
     for _ in range(runs):
         flush.zero_()
         torch.cuda.synchronize()
-        samples.append(report.event_us(call))
+        samples.append(leaderboard.event_us(call))
     return statistics.median(samples)
 
 
 def check_shape(batch: int, kv_len: int, seed: int) -> dict:
     import torch
     import reference
-    import report
+    from tools import leaderboard
     import submission
     data = reference.generate_input(batch, 1, kv_len, seed)
     submission.custom_kernel(data)
@@ -56,7 +53,7 @@ def check_shape(batch: int, kv_len: int, seed: int) -> dict:
         call = lambda runner=runner: runner(*args)  # noqa: E731
         autopick = statistics.median(submission.time_call_us(runner, args, clock)
                                      for _ in range(SAMPLES // submission.AUTOPICK_REPEATS))
-        leaderboard = statistics.median(report.leaderboard_clock_us(call, SAMPLES)[0])
+        leaderboard = statistics.median(leaderboard.leaderboard_clock_us(call, SAMPLES)[0])
         runners.append({"route": runner.label, "autopick_us": autopick, "leaderboard_us": leaderboard,
                         "synchronized_us": synchronized_us(call, SAMPLES), "ratio": autopick / leaderboard})
     autopick_choice = min(runners, key=lambda r: r["autopick_us"])
@@ -67,7 +64,7 @@ def check_shape(batch: int, kv_len: int, seed: int) -> dict:
 
 def main(argv=None) -> int:
     import torch
-    import report
+    from tools import leaderboard
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args(argv)
@@ -75,7 +72,7 @@ def main(argv=None) -> int:
         parser.error("needs a GPU")
     shapes, good = [], True
     print(f"{'shape':<12} {'route':<66} {'autopick':>9} {'leaderb.':>9} {'synchr.':>9} {'ratio':>6}")
-    for (batch, kv_len), seed in zip(report.BENCHMARK_SHAPES, report.SEEDS):
+    for (batch, kv_len), seed in zip(leaderboard.BENCHMARK_SHAPES, leaderboard.SEEDS):
         shape = check_shape(batch, kv_len, seed)
         shapes.append(shape)
         for r in shape["runners"]:

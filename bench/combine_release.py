@@ -1,9 +1,9 @@
 """Whether the in-kernel combine's counter covers every wave's partial stores on gfx950, read
 from the AMDGCN of each in-kernel-combine specialization the autopick can offer there.
 
-    python3 bench/combine_release.py [--submission FILE] [--forms KV_FORM,...] [--json] [--asm-dir DIR]
+    python3 -m bench.combine_release [--submission FILE] [--forms KV_FORM,...] [--json] [--asm-dir DIR]
 
-compiles (bench/compile_target.py's specializations, Triton's own JIT binding, into an
+compiles (tools/compile_target.py's specializations, Triton's own JIT binding, into an
 empty Triton cache) every distinct specialization of the candidates with the in-kernel
 combine that triton_launch_candidates offers for the 8 benchmark shapes on 256 CUs of
 gfx950, as offered and with each form forced, and prints one line a specialization: what
@@ -22,7 +22,7 @@ llvm-project #160501 / #161638 closed for GFX10+ CU mode). The acquire after the
 (s_waitcnt vmcnt(0); buffer_inv sc1) is the acquiring wave's too.
 
 Each wave's paths through the kernel's control-flow graph are followed (labels and
-branches, bench/amdgcn.parse), both ways at every conditional branch except where the
+branches, tools/amdgcn.parse), both ways at every conditional branch except where the
 wave's exec mask decides it: exec is non-empty at entry (whole waves); s_and_saveexec
 with the first-active-lane condition (v_cmp_eq 0 of v_mbcnt over a copy of exec, the
 AMDGPU atomic optimizer's) keeps it non-empty, any other mask may empty it, and
@@ -68,10 +68,7 @@ import tempfile
 import time
 from pathlib import Path
 
-BENCH = Path(__file__).resolve().parent
-if str(BENCH) not in sys.path:
-    sys.path.insert(0, str(BENCH))
-import amdgcn  # noqa: E402
+from tools import amdgcn
 
 ARCH = "gfx950"
 _ATOMIC = re.compile(r"(buffer|global|flat)_atomic_\w+")
@@ -377,9 +374,8 @@ def check(asm: str) -> dict:
 
 
 def load_submission(path: Path | None):
-    """submission.py, or the copy at `path` imported under that name (bench/compile_target.py
+    """submission.py, or the copy at `path` imported under that name (tools/compile_target.py
     reads `submission`; Triton reads a kernel's source from its file)."""
-    sys.path.insert(1, str(BENCH.parent))
     if path is not None:
         spec = importlib.util.spec_from_file_location("submission", path)
         module = importlib.util.module_from_spec(spec)
@@ -425,8 +421,9 @@ def main() -> None:
     if os.environ.get("TRITON_INTERPRET") == "1":
         raise SystemExit("combine_release compiles kernels: run it with TRITON_INTERPRET unset")
     sub = load_submission(args.submission)
-    import compile_target
     import triton
+
+    from tools import compile_target
     from triton import knobs
     specs = compile_target.distinct_specializations(combine_launches(sub, compile_target),
                                                     compile_target.TARGETS[ARCH])

@@ -1,18 +1,18 @@
 """Excerpts and counts of the in-kernel combine's code, as results/2026-12-01-cpu-combine-release
 shows it before and after its fix (CPU, no GPU):
 
-    python3 bench/combine_release_excerpts.py amdgcn LISTING.amdgcn OUT.txt [LISTING OUT ...]
-    python3 bench/combine_release_excerpts.py tail-counts BEFORE_DIR AFTER_DIR
-    python3 bench/combine_release_excerpts.py compare-reports BEFORE.json AFTER.json
-    python3 bench/combine_release_excerpts.py ptx SUBMISSION.py OUT_PREFIX
+    python3 -m bench.combine_release_excerpts amdgcn LISTING.amdgcn OUT.txt [LISTING OUT ...]
+    python3 -m bench.combine_release_excerpts tail-counts BEFORE_DIR AFTER_DIR
+    python3 -m bench.combine_release_excerpts compare-reports BEFORE.json AFTER.json
+    python3 -m bench.combine_release_excerpts ptx SUBMISSION.py OUT_PREFIX
 
 amdgcn: the tail of each AMDGCN listing, from the partial stores before the counter's first
 atomic to the buffer_inv after its last (.loc lines, implicit-def comments and .Ltmp labels
 left out), with the listing's line numbers.
-tail-counts: per listing of AFTER_DIR (bench/combine_release.py --asm-dir) and its namesake in
+tail-counts: per listing of AFTER_DIR (python3 -m bench.combine_release --asm-dir) and its namesake in
 BEFORE_DIR, from the first partial store to the end: the instructions, vmcnt waits,
 barriers, atomics, buffer_wbl2 and buffer_inv.
-compare-reports: every specialization of two bench/gfx950_report.py --json reports, matched
+compare-reports: every specialization of two `python3 -m bench.gfx950_report --json` reports, matched
 by name (the ARRIVALS constexpr the fix adds taken out), with every figure that differs (the
 offered launches, which gain the launch's each_thread_releases field, and compile times
 left out).
@@ -30,8 +30,7 @@ import re
 import sys
 from pathlib import Path
 
-BENCH = Path(__file__).resolve().parent
-sys.path[:0] = [str(BENCH), str(BENCH.parent)]
+from bench import combine_release
 
 TAIL_KEYS = ("instructions", "s_waitcnt vmcnt", "s_barrier", "atomics", "buffer_wbl2", "buffer_inv")
 REPORT_FIELDS_IGNORED = {"name", "launch", "offered", "compile_seconds"}
@@ -54,7 +53,6 @@ def amdgcn_excerpt(path: str, out: str) -> None:
 
 
 def tail_counts(path: Path) -> tuple[collections.Counter, int]:
-    import combine_release
     kernel = combine_release.Kernel(path.read_text())
     counts = collections.Counter()
     for mnemonic, operands in kernel.instructions[min(kernel.partial_stores):]:
@@ -94,7 +92,7 @@ def ptx_excerpts(submission_path: str, out: str) -> None:
     sub = importlib.util.module_from_spec(spec)
     sys.modules["submission"] = sub
     spec.loader.exec_module(sub)
-    import compile_target as ct
+    from tools import compile_target as ct
     launches = {"triton_f16": next(launch for launch in sub.triton_launch_candidates("fp8", 4, 1024, 132, "sm_90")
                                    if launch.combine_in_kernel)}
     gluon = sub._launch(8, sub._FORM_TILES[("fp8", "gluon")][0], "gluon", "sm_90")

@@ -2,7 +2,7 @@
 this project's harness files against upstream's eval.py and utils.py beside the same
 submission.py, reference.py and task.py, with the same POPCORN_SEED.
 
-    python3 bench/compare_protocol.py OURS.txt UPSTREAM.txt [--tolerance 0.05]
+    python3 -m bench.compare_protocol OURS.txt UPSTREAM.txt [--tolerance 0.05]
 
 Prints, per benchmark case: our mean and upstream's (us), their ratio, and whether it is
 within the tolerance; then both geomeans and both `check` lines. Exit status 0 when both

@@ -1,11 +1,11 @@
 """The times and memory that the README and docs state for a CPU machine, measured in one
 command, each with the machine's load while it ran.
 
-    python3 bench/cpu_times.py --out DIR [--only NAME ...]     measure (default: all)
-    python3 bench/cpu_times.py --list                          what each NAME runs
-    python3 bench/cpu_times.py peak MODE CASE_LINE ...         each case alone: peak memory
+    python3 -m bench.cpu_times --out DIR [--only NAME ...]     measure (default: all)
+    python3 -m bench.cpu_times --list                          what each NAME runs
+    python3 -m bench.cpu_times peak MODE CASE_LINE ...         each case alone: peak memory
                                                                beside eval.py's estimate
-    python3 bench/cpu_times.py table DIR/times.json ...        the markdown table of saved runs
+    python3 -m bench.cpu_times table DIR/times.json ...        the markdown table of saved runs
 
 Each measurement runs one command from the repository's folder as a user would (no GPU
 visible), and records its wall time, its exit status, its peak memory (the largest
@@ -63,7 +63,7 @@ def measurements(scratch: Path) -> list[Measurement]:
     return [
         Measurement("setup_fresh_venv", "the README's order in a fresh venv: torch's CPU build, "
                     "then tools/setup.sh (tests/test_setup.py's steps)",
-                    ["python3", "bench/cpu_times.py", "setup-in-venv", str(scratch / "venv")]),
+                    ["python3", "-m", "bench.cpu_times", "setup-in-venv", str(scratch / "venv")]),
         Measurement("eval_benchmark", "python3 eval.py benchmark (task.yml cpu_benchmarks)",
                     ["python3", "eval.py", "benchmark"]),
         Measurement("eval_leaderboard", "python3 eval.py leaderboard (cpu_benchmarks, a fresh "
@@ -135,17 +135,16 @@ def run_measured(measurement: Measurement, out: Path) -> dict:
 def setup_in_venv(venv: Path) -> int:
     """The README's first screen in a fresh venv: torch's CPU build (as tests/test_setup.py
     gets it), then tools/setup.sh; each step's time printed."""
-    sys.path.insert(0, str(ROOT / "tests"))
-    import test_setup
+    from tools import gpu_stack
     shutil.rmtree(venv, ignore_errors=True)
-    arguments = test_setup.pip_install_arguments_for_cpu_torch()
+    arguments = gpu_stack.cpu_torch_install_arguments(gpu_stack.read_pins()["torch"])
     if arguments is None:
         print("cannot get torch's CPU build here (no index, no local wheel)")
         return 1
     steps = [("venv", [sys.executable, "-m", "venv", str(venv)]),
              ("torch", [str(venv / "bin" / "python"), "-m", "pip", "install", "-q", *arguments]),
              ("setup", ["bash", str(ROOT / "tools" / "setup.sh")])]
-    env = test_setup.venv_env(PATH=f"{venv / 'bin'}{os.pathsep}{os.environ['PATH']}",
+    env = gpu_stack.venv_env(PATH=f"{venv / 'bin'}{os.pathsep}{os.environ['PATH']}",
                               VIRTUAL_ENV=str(venv))
     try:
         for label, command in steps:
@@ -164,7 +163,6 @@ def peak_of_cases(mode: str, lines: list[str]) -> int:
     resident set beside eval.case_memory_need's estimate plus what the worker holds before
     any input (the first line should be a tiny case, e.g. `batchsize: 1; qseqlen: 1;
     kvseqlen: 1; seed: 1`, whose peak is that)."""
-    sys.path.insert(0, str(ROOT))
     import eval as harness
     status = 0
     with tempfile.TemporaryDirectory(prefix="cpu_peak_") as folder:

@@ -1,7 +1,7 @@
 """Tables from an H200 session's logs: each kernel form's best candidate per shape, and
 the leaderboard means.
 
-    python3 bench/debug_candidates.py DEBUG_LOG [PROTOCOL_FILE ...]
+    python3 -m bench.debug_candidates DEBUG_LOG [PROTOCOL_FILE ...]
 
 DEBUG_LOG: the stderr of `MLA_DEBUG=1 eval.py benchmark`, one "[mla] <shape>: chose
 <label> | <candidate>: <t> us ok (...) | ..." line a plan. Per shape it prints the chosen

@@ -1,8 +1,8 @@
 """The verifier's error bounds per (KV format, form), derived from committed measurements,
 and the smallest uniform scaling of the output each bound rejects.
 
-  python3 bench/error_bounds.py                 (CPU, about a minute: prints both tables)
-  python3 bench/error_bounds.py --json FILE     (also writes them as JSON)
+  python3 -m bench.error_bounds                 (CPU, about a minute: prints both tables)
+  python3 -m bench.error_bounds --json FILE     (also writes them as JSON)
 
 Bounds: for each (format, form), MARGIN (3x) the worst error measured on the regular
 inputs by bench/verify_errors.py in MEASUREMENTS, rounded up to two significant digits, for
@@ -11,12 +11,12 @@ largest element error over the output's RMS). A form with no measurement keeps i
 format's bound (submission.error_bound says so when it judges). tests/test_error_bounds.py
 checks that submission.FORM_ERROR_BOUNDS is what this derives.
 
-Rows are assigned to forms by their "form" field, or, in files written before it existed,
-by their label (LEGACY_FORMS): the forms "e4m3" and "scaled" of 2026-11-30 were replaced by
-"e4m3_waves" and "waves" with the same roundings (e4m3 Q per head; P x 256 in e4m3 for fp8,
-P in bf16 for MXFP4: only the split of the tile over the waves changed), and the unnamed
-Triton rows of the 2026-11-30 CPU run are the then only forms, f16 and bf16. The
-"coming_*" rows emulate the e4m3_waves / waves math in torch and count for those forms.
+Rows are assigned to forms by their "form" field, or, in the committed files that have
+none, by their label (LEGACY_FORMS): their "e4m3" and "scaled" rows measured the roundings
+of today's "e4m3_waves" and "waves" (e4m3 Q per head; P x 256 in e4m3 for fp8, P in bf16 for
+MXFP4; the forms differ only in how the waves split a tile), and their unnamed Triton rows
+are the f16 and bf16 forms. The "coming_*" rows emulate the e4m3_waves / waves math in
+torch and count for those forms.
 
 Scalings: an output s x exact has sequence error |1 - s| and element error |1 - s| x
 max|exact| / rms(exact), so a bound (S, E) rejects every s with |1 - s| > min(S, E x
@@ -33,8 +33,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+
 
 MARGIN = 3.0
 MEASUREMENTS = ("results/2026-11-30-h200-session2/verify/verify_errors.json",

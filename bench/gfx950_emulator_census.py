@@ -1,17 +1,17 @@
 """Does the gfx950 emulator read what the installed Triton emits, and do the offered kernels
 pass in it? (Issue 28 item 4, for Triton lines other than the pin.)
 
-    PY bench/gfx950_emulator_census.py [--read-only] --json OUT.json
+    PY -m bench.gfx950_emulator_census [--read-only] --json OUT.json
 
-tools/gfx950_emulate.py fails a kernel at the first line it cannot read, so it cannot say
-what else a version emits. This reads every listing whole instead:
+`python3 -m tools.gfx950_emulate` fails a kernel at the first line it cannot read, so it
+cannot say what else a version emits. This reads every listing whole instead:
 each gfx950 specialization the autopick offers for the 8 benchmark shapes
-(gfx950_emu.cases.offered_targets) and each form forced on an MI355X (the calls of
-cases.forced_form_calls, less the forms the submission refuses to force on this Triton),
+(tools/gfx950_cases.py offered_targets) and each form forced on an MI355X (the calls of
+gfx950_cases.forced_form_calls, less the forms the submission refuses to force on this Triton),
 compiled with the installed Triton; every line that the
 listing reader or the emulator's instruction registry refuses is recorded with the
 reason. Each offered specialization whose every instruction reads is then run as
-`tools/gfx950_emulate.py --quick` runs it (cases.run_target on cases.quick_case), unless
+`python3 -m tools.gfx950_emulate --quick` runs it (run_target on quick_case), unless
 --read-only (where that tool itself read and ran them all).
 Prints one line a specialization and the refused opcodes / modifiers with counts; exit
 status 1 where anything is refused or fails. Compiles for gfx950: TRITON_INTERPRET unset.
@@ -25,13 +25,11 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT / "tools"), str(ROOT / "bench"), str(ROOT)]
+import triton
 
-import triton  # noqa: E402
-from gfx950_emu import cases, semantics  # noqa: E402
-from gfx950_emu.listing import ListingError, read_listing  # noqa: E402
-from gfx950_emu.reports import NotImplementedInstruction  # noqa: E402
+from tools import gfx950_cases as cases
+from tools.gfx950_emu import ListingError, NotImplementedInstruction, read_listing
+from tools.gfx950_emu.registry import compile_instruction
 
 
 def refusals(listing_text: str) -> list[str]:
@@ -52,7 +50,7 @@ def refusals(listing_text: str) -> list[str]:
             lines[int(m.group(1)) - 1] = ""
     for ins in kernel.instructions:
         try:
-            semantics.compile_instruction(ins, kernel)
+            compile_instruction(ins, kernel)
         except NotImplementedInstruction as error:
             refused.append("run: " + re.sub(r"^line \d+: ", "", str(error)))
     return refused
@@ -73,7 +71,7 @@ def what_is_refused(reason: str) -> str:
 
 
 def forced_calls(records: list) -> list:
-    """The calls of cases.forced_form_calls (each form forced on an MI355X, as it builds
+    """The calls of gfx950_cases.forced_form_calls (each form forced on an MI355X, as it builds
     them), less the forms this Triton's submission refuses to force (a Gluon form where its
     Gluon lacks a name: a ValueError), each recorded as not offered."""
     calls = []
@@ -97,7 +95,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--json", metavar="PATH")
     parser.add_argument("--read-only", action="store_true",
-                        help="read the listings, run nothing (where tools/gfx950_emulate.py --quick ran them)")
+                        help="read the listings, run nothing (where python3 -m tools.gfx950_emulate --quick ran them)")
     args = parser.parse_args()
     started = time.perf_counter()
     print(f"triton {triton.__version__}: the gfx950 emulator on every offered and forced specialization", flush=True)

@@ -2,16 +2,16 @@
 offer on an MI355X, compiled for gfx950 on this machine (no GPU), and what its code alone
 implies. All of it is a STATIC BOUND read from the compiled code, never a time.
 
-    python3 bench/gfx950_report.py [--json FILE] [--asm-dir DIR] [--markdown PATH]
-    python3 bench/gfx950_report.py render FILE [--markdown PATH]
+    python3 -m bench.gfx950_report [--json FILE] [--asm-dir DIR] [--markdown PATH]
+    python3 -m bench.gfx950_report render FILE [--markdown PATH]
 
-The first form compiles (bench/compile_target.py: Triton's own JIT specialization, for
+The first form compiles (tools/compile_target.py: Triton's own JIT specialization, for
 each benchmark shape's stand-in arguments; a Gluon kernel through Gluon's own source
 class) every launch the autopick offers for the 8 benchmark shapes on 256 CUs of arch
 "gfx950": each Triton format's candidates (decode kernel and split-combine kernel), and
 the aiter route's Triton launches (the Q quantizer and the length check). It compiles
 them into an empty Triton cache, as a cold run on an MI355X does, and times each compile.
-It reads each distinct specialization's AMDGCN (bench/amdgcn.py): its language ("gluon"
+It reads each distinct specialization's AMDGCN (tools/amdgcn.py): its language ("gluon"
 or "triton"), VGPRs (arch, AGPR), SGPRs, spills, scratch, LDS, occupancy, MFMA
 instructions by kind, the main loop's instructions by class per KV token and its loads
 by kind. It prints a short summary (per format: the launch offered first and which
@@ -23,7 +23,7 @@ DIR/<name>.amdgcn. `render` prints the summary, and with --markdown writes the t
 from a saved report without compiling.
 
 Per benchmark shape and format, for the launch offered first, it sets what the main loop
-alone costs against the HBM time of the format's bytes (bench/report.py route_bytes) at
+alone costs against the HBM time of the format's bytes (tools/leaderboard.py route_bytes) at
 8 TB/s. These are STATIC BOUNDS, not times: latency, memory behaviour, dependencies and
 the prologue and epilogue are not modelled. With N = 256 CUs x 4 SIMDs at 2.4 GHz:
   issue_us       loop instructions a token (all waves of a program) x tokens / N
@@ -32,7 +32,7 @@ the prologue and epilogue are not modelled. With N = 256 CUs x 4 SIMDs at 2.4 GH
                  min(warps, 4)): above issue_us where the grid leaves CUs idle;
   valu_us        VALU instructions x 4 cycles (a wave64 instruction on a 16-lane SIMD;
                  quarter-rate ones take longer, so a lower bound) x tokens / N;
-  mfma_us        MFMA cycles (bench/amdgcn.py: gfx950 pass counts x 4) x tokens / N;
+  mfma_us        MFMA cycles (tools/amdgcn.py: gfx950 pass counts x 4) x tokens / N;
   hbm_us         the format's bytes (KV, q and out once) / 8 TB/s.
 Programs a CU holds: the fewer of what registers allow (the compiler's occupancy, waves a
 SIMD, x 4 SIMDs // num_warps) and what LDS allows (160 KiB // the program's LDS);
@@ -42,7 +42,7 @@ the occupancy).
 
 Loads in flight (also STATIC, from the code alone): per wave, the fewest global-load
 bytes issued and not yet waited for at any MFMA of the main loop's body
-(bench/amdgcn.py loads_in_flight_at_mfmas). Every VMEM instruction, load, store or
+(tools/amdgcn.py loads_in_flight_at_mfmas). Every VMEM instruction, load, store or
 atomic, takes a vmcnt slot; "s_waitcnt vmcnt(N)" retires the oldest until at most N are
 outstanding; a load counts its width x 64 lanes (global_/buffer_load_dwordx4 and their
 LDS-destination forms, buffer_load_* ... lds, 1 KiB a wave, dwordx2 512 B, dword 256 B
@@ -54,21 +54,21 @@ A CU's figure is that times the waves it holds:
                it can hold (above; the "at occupancy" column) and the programs the
                launch gives its busiest CU (ceil(programs / 256); the per-shape column).
 Little's law asks a CU for HBM bandwidth x loaded latency / CUs in flight to keep HBM busy:
-at 8 TB/s and an assumed 1.5 us that is 46,875 B = 45.8 KiB; issue 21's target is 48 KiB
-a CU (1.57 us). With no loads in flight while a wave computes, its memory waits are not
+at 8 TB/s and an assumed 1.5 us that is 46,875 B = 45.8 KiB; the target is 48 KiB a CU
+(1.57 us). With no loads in flight while a wave computes, its memory waits are not
 hidden by its own work, only by other waves'.
 
-Loads by kind (bench/amdgcn.py load_kind): buffer (through a buffer resource: the hardware
+Loads by kind (tools/amdgcn.py load_kind): buffer (through a buffer resource: the hardware
 drops out-of-range lanes), buffer to LDS, global, global to LDS, flat. In a decode
 kernel's main loop every load reads KV or its scales.
 
-Targets (issue 21 item 3), for each format's first-offered launch at 32x8192, 64x8192,
+Targets, for each format's first-offered launch at 32x8192, 64x8192,
 256x1024 and 256x8192: issue, VALU x4 and MFMA within a fraction of the HBM time (fp8
 0.10 / 0.15 / 0.15, MXFP4 0.25 / 0.45 / 0.30), loads in flight >= 48 KiB a CU, LDS a CU
 within 160 KiB, 0 spills in the launch's kernels. At the small shapes (4x1024, 4x8192,
 32x1024, 64x1024): CUs occupied and instructions outside the loop no worse than the
-baseline, the launch the Triton wave forms (fp8 e4m3_waves, MXFP4 waves: offered first on
-gfx950 until the Gluon kernels) lead with.
+baseline, the launch the Triton wave forms (fp8 e4m3_waves, MXFP4 waves: the forms offered
+first on gfx950 where Gluon does not import) lead with.
 
 Small shapes (per benchmark shape, the launch offered first): the CUs its grid occupies
 (min(programs, 256)), the waves on its busiest CU (above), the tiles (BLOCK_N iterations of
@@ -81,7 +81,7 @@ one side of each branch; the in-kernel merge only in the last program of a seque
 Other loops (the in-kernel merge's over the splits, the combine kernel's at 64 splits) are
 counted once, one pass, and the table says how many there are: there the figure is no bound.
 
-aiter's assembly decode (issue 32 item 4): the same per-token figures for the a8w8 kernel
+aiter's assembly decode: the same per-token figures for the a8w8 kernel
 the reference calls, read from the code object in the amd-aiter wheel the tests fetch
 (bench/aiter_asm.py: disassembled by llvm-objdump for gfx950; its two tile loops, one a
 half of the waves each; the tokens a trip from their MFMA work), against the fp8 and the
@@ -90,7 +90,7 @@ PATH can read gfx950 code (tools/external_programs.py: LLVM 22, Debian's llvm-22
 wheel is missing, the report says why and carries no aiter figures; --no-aiter leaves them
 out without running LLVM.
 
-Cold run (issue 21 item 6): the distinct specializations the launches above compile (the
+Cold run: the distinct specializations the launches above compile (the
 JIT compiles one per kernel and cache key on first sight, every candidate being compiled
 when the autopick verifies and times it), by language, and their total compile time for
 gfx950 on this machine's CPU, named in the report with its load at the time.
@@ -109,18 +109,15 @@ import tempfile
 import time
 from pathlib import Path
 
-BENCH = Path(__file__).resolve().parent
-sys.path[:0] = [str(BENCH), str(BENCH.parent)]
-import aiter_asm  # noqa: E402
-import amdgcn  # noqa: E402
-import triton  # noqa: E402
-from triton import knobs  # noqa: E402
-import compile_target  # noqa: E402
-import report  # noqa: E402
-import submission as sub  # noqa: E402
+import triton
+from triton import knobs
+
+import submission as sub
+from bench import aiter_asm
+from tools import amdgcn, compile_target, leaderboard
 
 FORMATS = ("fp8", "mxfp4")
-CUS, SIMDS_PER_CU, CLOCK_HZ = 256, 4, 2.4e9  # MI355X (../shared/PROBLEM.md)
+CUS, SIMDS_PER_CU, CLOCK_HZ = 256, 4, 2.4e9  # MI355X, AMD's published figures (peak clock)
 SIMDS = CUS * SIMDS_PER_CU
 HBM_BYTES_PER_S = 8e12
 LDS_BYTES_PER_CU = 160 * 1024
@@ -288,7 +285,7 @@ def shape_row(batch: int, kv_len: int, kv_format: str, launch, decode_call, kern
            **launch_figures(batch, kv_len, launch, decode_call, kernels)}
     num_warps = kernel["launch"]["options"]["num_warps"]
     simds_used = min(SIMDS, row["programs"] * min(num_warps, SIMDS_PER_CU))
-    nbytes = report.route_bytes(f"triton_{kv_format}", batch, kv_len)
+    nbytes = leaderboard.route_bytes(f"triton_{kv_format}", batch, kv_len)
     hbm_us = nbytes / HBM_BYTES_PER_S * 1e6
     per_simd_us = tokens / (SIMDS * CLOCK_HZ) * 1e6  # one cycle a token on every SIMD
     row.update({
@@ -449,13 +446,13 @@ def aiter_record(wheel: Path | None = None) -> dict:
     record = aiter_asm.figures(wheel)
     per_token = record["per_token"]
     record["shapes"] = []
-    for batch, kv_len in report.BENCHMARK_SHAPES:
+    for batch, kv_len in leaderboard.BENCHMARK_SHAPES:
         per_simd_us = batch * kv_len / (SIMDS * CLOCK_HZ) * 1e6
         row = {"batch": batch, "kv_len": kv_len, "issue_us": per_token["total"] * per_simd_us,
                "valu_us": per_token["valu"] * VALU_CYCLES * per_simd_us,
                "mfma_us": record["mfma_cycles_per_token"] * per_simd_us}
         for fmt in FORMATS:
-            hbm_us = report.route_bytes(f"triton_{fmt}", batch, kv_len) / HBM_BYTES_PER_S * 1e6
+            hbm_us = leaderboard.route_bytes(f"triton_{fmt}", batch, kv_len) / HBM_BYTES_PER_S * 1e6
             row[f"hbm_{fmt}_us"] = hbm_us
             for name in ("issue", "valu", "mfma"):
                 row[f"{name}_x_{fmt}_hbm"] = row[f"{name}_us"] / hbm_us
@@ -480,7 +477,7 @@ def _target_value(name: str, value) -> str:
 def _check_version(rep: dict) -> None:
     if "cold_run" not in rep or "targets" not in rep:
         raise ValueError("this report predates the Gluon columns, targets and cold-run count: make it again "
-                         "with python3 bench/gfx950_report.py --json FILE")
+                         "with python3 -m bench.gfx950_report --json FILE")
 
 
 def table(rep: dict) -> str:
@@ -512,7 +509,7 @@ def table(rep: dict) -> str:
                      f"{r['outside_loop_instructions']} + {r['combine_instructions']}"
                      f"{_loops_note(r['loops_outside'])} | {r['lds_bytes_per_cu'] / 1024:.1f} | "
                      f"{r['in_flight_bytes_per_cu'] / 1024:.1f} |")
-    lines += ["", "Targets of the launch offered first (issue 21 item 3; met or missed, the value against the "
+    lines += ["", "Targets of the launch offered first (met or missed, the value against the "
                   "limit; small shapes against the baseline, the launch the Triton wave form leads with):", "",
               "| batch | kv_len | format | target | value | limit | met |", "|---:|---:|---|---|---:|---:|---|"]
     for r in rep["shapes"]:
@@ -667,7 +664,7 @@ def _markdown_options(parser: argparse.ArgumentParser) -> None:
 
 def main() -> None:
     if sys.argv[1:2] == ["render"]:
-        parser = argparse.ArgumentParser(prog="gfx950_report.py render")
+        parser = argparse.ArgumentParser(prog="python3 -m bench.gfx950_report render")
         parser.add_argument("json", type=Path)
         _markdown_options(parser)
         args = parser.parse_args(sys.argv[2:])
@@ -683,7 +680,7 @@ def main() -> None:
         _markdown_options(parser)
         args = parser.parse_args()
         rep = build(args.asm_dir, with_aiter=not args.no_aiter)
-        rep["command"] = shlex.join(["python3", "bench/gfx950_report.py", *sys.argv[1:]])
+        rep["command"] = shlex.join(["python3", "-m", "bench.gfx950_report", *sys.argv[1:]])
         if args.json is not None:
             args.json.parent.mkdir(parents=True, exist_ok=True)
             args.json.write_text(json.dumps(rep, indent=1))

@@ -1,18 +1,18 @@
 """Read the gfx950 AMDGCN of the Gluon launch offered first, per benchmark shape.
 
-    python3 bench/gluon_isa.py [--format fp8|mxfp4] [--json FILE] [--table FILE] [--asm-dir DIR] [batch,kv_len ...]
-    python3 bench/gluon_isa.py compile-times [fp8|mxfp4]
+    python3 -m bench.gluon_isa [--format fp8|mxfp4] [--json FILE] [--table FILE] [--asm-dir DIR] [batch,kv_len ...]
+    python3 -m bench.gluon_isa compile-times [fp8|mxfp4]
 
 
 Compiles (on any machine, no GPU) the Gluon decode kernel's launch that
 triton_launch_candidates offers first for the format (default fp8) on 256 CUs of gfx950, through
-gluon's GluonASTSource with the JIT's own specialization (bench/compile_target.py), and
+gluon's GluonASTSource with the JIT's own specialization (tools/compile_target.py), and
 prints what bench/gfx950_report.py reads for a kernel (its definitions, computed here from
-bench/amdgcn.py alone): registers, spills, LDS,
+tools/amdgcn.py alone): registers, spills, LDS,
 occupancy, the main loop's instructions by class a wave-iteration, the global-load bytes
 in flight at its MFMAs (a CU: at the occupancy), and the loop's issue / VALU x4 / MFMA
 cycles against the HBM time of the format's bytes at 8 TB/s (STATIC BOUNDS, not times).
-The default shapes are issue 21's: 32x8192, 64x8192, 256x1024, 256x8192.
+The default shapes are the report's target shapes: 32x8192, 64x8192, 256x1024, 256x8192.
 `compile-times` compiles, with an empty Triton cache, each distinct gfx950 specialization
 of the Gluon kernel among every candidate of the format (default fp8) the 8 benchmark shapes are offered, and
 prints the seconds each took.
@@ -27,17 +27,14 @@ import tempfile
 import time
 from pathlib import Path
 
-BENCH = Path(__file__).resolve().parent
-sys.path[:0] = [str(BENCH), str(BENCH.parent)]
-import amdgcn  # noqa: E402
-import compile_target  # noqa: E402
-import report  # noqa: E402
-import submission as sub  # noqa: E402
-import triton  # noqa: E402
-from triton.experimental.gluon._runtime import GluonASTSource  # noqa: E402
+import triton
+from triton.experimental.gluon._runtime import GluonASTSource
+
+import submission as sub
+from tools import amdgcn, compile_target, leaderboard
 
 SHAPES = [(32, 8192), (64, 8192), (256, 1024), (256, 8192)]
-# The MI355X as bench/gfx950_report.py models it (../shared/PROBLEM.md).
+# The MI355X as bench/gfx950_report.py models it (AMD's published figures).
 CUS, SIMDS_PER_CU, CLOCK_HZ, HBM_BYTES_PER_S = 256, 4, 2.4e9, 8e12
 LDS_BYTES_PER_CU, VALU_CYCLES = 160 * 1024, 4
 
@@ -79,7 +76,7 @@ def shape_report(batch: int, kv_len: int, asm_dir: Path | None, kv_format: str =
                                 .asm["amdgcn"])[0]) for c in calls[1:]]
     # Static bounds per token of the shape (all waves of a program), against the HBM time.
     tokens_per_simd_cycle = batch * kv_len / (CUS * SIMDS_PER_CU * CLOCK_HZ)
-    hbm_s = report.route_bytes(f"triton_{kv_format}", batch, kv_len) / HBM_BYTES_PER_S
+    hbm_s = leaderboard.route_bytes(f"triton_{kv_format}", batch, kv_len) / HBM_BYTES_PER_S
     per_token = {name: count * waves / launch.block_n for name, count in per_wave.items()}
     mfma_cycles = sum(amdgcn.mfma_cycles(kind) * count for kind, count in kinds.items()) * waves / launch.block_n
     return {"batch": batch, "kv_len": kv_len, "launch": sub.dataclasses.asdict(launch),
@@ -139,7 +136,7 @@ def main() -> None:
         compile_times(*sys.argv[2:3])
         return
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("shapes", nargs="*", help="batch,kv_len (default: issue 21's four)")
+    parser.add_argument("shapes", nargs="*", help="batch,kv_len (default: the report's four target shapes)")
     parser.add_argument("--format", default="fp8", choices=("fp8", "mxfp4"))
     parser.add_argument("--json", type=Path)
     parser.add_argument("--table", type=Path, help="a markdown table of the rows")

@@ -66,7 +66,7 @@ harness)
     step "MLA_DEBUG=1 eval.py benchmark"
     MLA_DEBUG=1 python3 eval.py benchmark 2>&1 | tee "$out/debug_benchmark.log" | tail -n 14 || status=1
     step "bench/report.py measure"
-    python3 bench/report.py measure --out "$out" 2>&1 | tail -n 20 || status=1
+    python3 -m bench.report measure --out "$out" 2>&1 | tail -n 20 || status=1
     ;;
 compare)
     upstream=dev_scratch/upstream_harness
@@ -81,27 +81,27 @@ compare)
     protocol leaderboard /tmp/benchmarks.txt leaderboard_ours POPCORN_SEED=$seed
     EVAL_DIR=$run_dir protocol leaderboard /tmp/benchmarks.txt leaderboard_upstream POPCORN_SEED=$seed
     step "bench/compare_protocol.py (seed $seed)"
-    python3 bench/compare_protocol.py "$out/protocol_leaderboard_ours.txt" "$out/protocol_leaderboard_upstream.txt" \
+    python3 -m bench.compare_protocol "$out/protocol_leaderboard_ours.txt" "$out/protocol_leaderboard_upstream.txt" \
         | tee "$out/compare.txt" || status=1
     step "bench/clock_check.py"
-    python3 bench/clock_check.py --out "$out" || status=1
+    python3 -m bench.clock_check --out "$out" || status=1
     step "done"
     ;;
 routes)
     for route in triton_mxfp4 triton_fp8 torch; do
         protocol leaderboard /tmp/benchmarks.txt "leaderboard_$route" MLA_ROUTE=$route
     done
-    python3 bench/robustness_gpu.py --out "$out" 2>&1 | tee "$out/robustness.log" | tail -n 30 || status=1
+    python3 -m bench.robustness_gpu --out "$out" 2>&1 | tee "$out/robustness.log" | tail -n 30 || status=1
     ;;
 forms)
     for route in triton_fp8:e4m3_waves triton_mxfp4:waves; do
         protocol leaderboard /tmp/benchmarks.txt "leaderboard_${route/:/_}" MLA_ROUTE=$route
     done
     step "bench/robustness_gpu.py (auto and the forced forms)"
-    python3 bench/robustness_gpu.py --out "$out" --routes triton_fp8:e4m3_waves,triton_mxfp4:waves 2>&1 \
+    python3 -m bench.robustness_gpu --out "$out" --routes triton_fp8:e4m3_waves,triton_mxfp4:waves 2>&1 \
         | tee "$out/robustness.log" | tail -n 30 || status=1
     step "bench/kernel_sweep.py --candidates"
-    python3 bench/kernel_sweep.py --candidates --out "$out" 2>&1 | grep -v '^{' > "$out/kernel_candidates.txt" || status=1
+    python3 -m bench.kernel_sweep --candidates --out "$out" 2>&1 | grep -v '^{' > "$out/kernel_candidates.txt" || status=1
     step "done"
     ;;
 gluon)
@@ -124,14 +124,14 @@ gluon)
     step "MLA_DEBUG=1 eval.py benchmark (automatic)"
     MLA_DEBUG=1 timeout 200 python3 eval.py benchmark > "$out/debug_benchmark_auto.log" 2>&1 || status=1
     step "bench/robustness_gpu.py --routes triton_fp8:gluon"
-    timeout 150 python3 bench/robustness_gpu.py --out "$out" --routes triton_fp8:gluon > "$out/robustness.log" 2>&1 \
+    timeout 150 python3 -m bench.robustness_gpu --out "$out" --routes triton_fp8:gluon > "$out/robustness.log" 2>&1 \
         || status=1
     tail -n 8 "$out/robustness.log"
     protocol leaderboard /tmp/benchmarks.txt leaderboard_auto
     step "done"
     ;;
 gluon-mxfp4)
-    # The MXFP4 Gluon form (issue 32's; its NVIDIA twin here), as `gluon` does for fp8: its
+    # The MXFP4 Gluon form (its NVIDIA twin here), as `gluon` does for fp8: its
     # GPU tests first (nothing else runs if they fail); forced through eval.py leaderboard
     # mode (every candidate verified on the 8 benchmark inputs first; MLA_DEBUG prints each
     # one's time and errors); the GPU robustness cases of the forced form; the NaN-fenced
@@ -144,7 +144,7 @@ gluon-mxfp4)
     tail -n 3 "$out/pytest_gluon_mxfp4.log"
     protocol leaderboard /tmp/benchmarks.txt leaderboard_triton_mxfp4_gluon MLA_ROUTE=triton_mxfp4:gluon MLA_DEBUG=1
     step "bench/robustness_gpu.py --routes triton_mxfp4:gluon"
-    timeout 200 python3 bench/robustness_gpu.py --out "$out" --routes triton_mxfp4:gluon > "$out/robustness.log" 2>&1 \
+    timeout 200 python3 -m bench.robustness_gpu --out "$out" --routes triton_mxfp4:gluon > "$out/robustness.log" 2>&1 \
         || status=1
     tail -n 8 "$out/robustness.log"
     step "pytest tests/test_memory_safety_gpu.py"
@@ -179,10 +179,10 @@ suite)
     ;;
 verify)
     step "bench/verify_errors.py"
-    python3 bench/verify_errors.py --out "$out" > "$out/verify_errors.log" 2>&1 || status=1
+    python3 -m bench.verify_errors --out "$out" > "$out/verify_errors.log" 2>&1 || status=1
     tail -n 40 "$out/verify_errors.log"
     step "bench/q_quant_time.py"
-    python3 bench/q_quant_time.py --out "$out" > "$out/q_quant_time.log" 2>&1 || status=1
+    python3 -m bench.q_quant_time --out "$out" > "$out/q_quant_time.log" 2>&1 || status=1
     tail -n 30 "$out/q_quant_time.log"
     step "tools/gpu_stack.py and eval.py's first line"
     { python3 tools/gpu_stack.py; echo "rc=$?"; python3 eval.py cases tests | head -n 1 > /tmp/one_case.txt

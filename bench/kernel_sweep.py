@@ -1,11 +1,11 @@
 """Sweep of the Triton MXFP4 / fp8 decode kernels: correctness and device time per launch config.
 
-GPU:   python bench/kernel_sweep.py [--out DIR]       (writes DIR/kernel_sweep.json)
-       python bench/kernel_sweep.py --candidates      (every launch the autopick offers on this
+GPU:   python3 -m bench.kernel_sweep [--out DIR]       (writes DIR/kernel_sweep.json)
+       python3 -m bench.kernel_sweep --candidates      (every launch the autopick offers on this
                                                       device and on the MI355X: DIR/kernel_candidates.json)
-Smoke: python bench/kernel_sweep.py --smoke          (CPU, Triton interpreter, tiny shapes:
+Smoke: python3 -m bench.kernel_sweep --smoke          (CPU, Triton interpreter, tiny shapes:
                                                       proves the script runs end to end)
-ncu:   ncu --clock-control none -k regex:_mla_decode python bench/kernel_sweep.py --profile-best DIR/kernel_sweep.json
+ncu:   ncu --clock-control none -k regex:_mla_decode python3 -m bench.kernel_sweep --profile-best DIR/kernel_sweep.json
 
 Per benchmark shape and format it
   1. quantizes unit-variance bf16 KV with reference.py's quantizers (fp8 per tensor;
@@ -20,9 +20,8 @@ Per benchmark shape and format it
      on the leaderboard's clock (its harness's 64 GB randn flush, then CUDA events around
      the Python call), beside one trivial Triton launch timed the same way.
 bytes = KV bytes the format must read (MXFP4: 288 + 18 scale bytes a row; fp8: 576).
-The first 2026-11-29 H200 runs of this script (with two more MMA forms, since removed)
-chose the kernel's form; the latest (results/2026-11-29-h200-combine-kernel) chose the
-launch rule of triton_launch_candidates. See submission.py.
+Its H200 runs chose the launch rule of triton_launch_candidates (results/2026-11-29-h200-*;
+the latest: results/2026-11-29-h200-combine-kernel).
 """
 from __future__ import annotations
 
@@ -45,14 +44,13 @@ import torch  # noqa: E402
 import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "bench"))
 import reference  # noqa: E402
-import report  # noqa: E402
 import submission as sub  # noqa: E402
-from report import BENCHMARK_SHAPES  # noqa: E402
 from submission import TritonLaunch  # noqa: E402
+from tools import leaderboard  # noqa: E402
+from tools.leaderboard import BENCHMARK_SHAPES  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
 
 HEADS, DIM, NOPE = 16, 576, 512
 SM_SCALE = DIM ** -0.5
@@ -137,15 +135,15 @@ def device_time_us(fn_per_copy, n_copies, device):
     torch.cuda.synchronize()
     samples = []
     for _ in range(7):
-        samples.append(report.event_us(graph.replay) / n_calls)
+        samples.append(leaderboard.event_us(graph.replay) / n_calls)
     return statistics.median(samples)
 
 
 def leaderboard_time_us(fn, device, runs=40):
-    """On the leaderboard's clock (bench/report.py: its harness's flush, events around the call)."""
+    """On the leaderboard's clock (tools/leaderboard.py: its harness's flush, events around the call)."""
     if device.type != "cuda":
         return device_time_us(lambda i: fn(), 1, device)
-    return statistics.mean(report.leaderboard_clock_us(fn, runs + 3)[0][3:])
+    return statistics.mean(leaderboard.leaderboard_clock_us(fn, runs + 3)[0][3:])
 
 
 @triton.jit
@@ -154,7 +152,7 @@ def _trivial_kernel(x_ptr):
 
 
 def measure_read_bandwidth(device):
-    return report.measure_read_bandwidth(gib=2.0) if device.type == "cuda" else float("nan")
+    return leaderboard.measure_read_bandwidth(gib=2.0) if device.type == "cuda" else float("nan")
 
 
 # ------------------------------------------------------------------ configs

@@ -7,11 +7,8 @@ waits and the bytes in flight at its MFMAs are printed: LLVM (SIInsertWaitcnts) 
 LDS access it cannot prove apart from the copies wait for all of them, s_waitcnt vmcnt(0)
 before the exchange. Gluon 3.6 marks only load_shared_relaxed's reads as apart.
 
-    python3 bench/lds_dma_alias_probe.py > results/2026-12-01-gfx950-mxfp4-v2/lds_dma_alias_probe.txt
+    python3 -m bench.lds_dma_alias_probe > results/2026-12-01-gfx950-mxfp4-v2/lds_dma_alias_probe.txt
 """
-import sys
-from pathlib import Path
-
 import triton
 from triton.backends.compiler import GPUTarget
 from triton.experimental import gluon
@@ -19,8 +16,7 @@ from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.amd import cdna4
 from triton.experimental.gluon._runtime import GluonASTSource
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
-import amdgcn  # noqa: E402
+from tools import amdgcn
 
 
 @gluon.jit

@@ -13,18 +13,16 @@ whole call, plan_key, the output's torch.empty and a pure-Python no-op, over the
 input, over fresh inputs, and over fresh inputs followed by a 10 ms sleep. If the no-op
 slows down as much as our steps, the host itself is slow right after the generation.
 
-    python bench/leaderboard_overhead.py --out DIR     (GPU)
+    python3 -m bench.leaderboard_overhead --out DIR     (GPU)
 """
 from __future__ import annotations
 
 import argparse
 import json
 import statistics
-import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 SHAPES = [(4, 1024), (64, 1024), (256, 8192)]
 

@@ -2,7 +2,7 @@
 evaluates: runs that test module with pcode's runs recorded, then prints one line per
 opcode of its KERNEL_OPCODES:
 
-    python3 bench/pcode_coverage.py [--out PATH]
+    python3 -m bench.pcode_coverage [--out PATH]
 
     evaluated  the tests run its pseudocode to the end at least once (instruction calls
                inside other pseudocode, such as v_max_i32 in v_med3_i32, count too)
@@ -19,10 +19,10 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
+from tools.gfx950_emu.pcode import oracle
+from tools.gfx950_emu.pcode.kernel_opcodes import KERNEL_OPCODES, NO_PCODE, PROSE
 
-from tools.gfx950_emu import pcode  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def main() -> int:
@@ -30,22 +30,21 @@ def main() -> int:
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     ran = set()
-    run, call = pcode._run, pcode._call_instruction
+    run, call = oracle._run, oracle._call_instruction
 
     def recording_run(opcode, *rest):      # a run that raises is not counted
         ctx = run(opcode, *rest)
-        ran.add(pcode.mnemonic(opcode))
+        ran.add(oracle.mnemonic(opcode))
         return ctx
 
     def recording_call(name, *rest):
         value = call(name, *rest)
-        ran.add(pcode.mnemonic(name))
+        ran.add(oracle.mnemonic(name))
         return value
 
-    pcode._run, pcode._call_instruction = recording_run, recording_call
+    oracle._run, oracle._call_instruction = recording_run, recording_call
     status = pytest.main(["-q", "-p", "no:cacheprovider", str(ROOT / "tests" / "test_gfx950_pcode.py")])
-    pcode._run, pcode._call_instruction = run, call
-    from test_gfx950_pcode import KERNEL_OPCODES, NO_PCODE, PROSE
+    oracle._run, oracle._call_instruction = run, call
     lines = []
     for opcode in KERNEL_OPCODES:
         kind = ("absent" if opcode in NO_PCODE else "prose" if opcode in PROSE

@@ -1,9 +1,9 @@
-"""How fast tools/gfx950_emu/pcode.py evaluates the kernels' instructions, per lane, on random
+"""How fast the pseudocode oracle (tools/gfx950_emu/pcode) evaluates the kernels' instructions, per lane, on random
 operands: the cost of comparing the emulator with AMD's pseudocode on N inputs per opcode.
 
-    python3 bench/pcode_throughput.py [--evals 500] [--json PATH]
+    python3 -m bench.pcode_throughput [--evals 500] [--json PATH]
 
-For every opcode of the kernels' listings (tests/test_gfx950_pcode.py's KERNEL_OPCODES)
+For every opcode of the kernels' listings (tools/gfx950_emu/pcode/kernel_opcodes.py)
 that has pseudocode and runs on register operands alone, times `evaluate` on --evals
 random inputs (each source as wide as the pseudocode reads it; the cross-lane ones with a
 random register file), in CPU time of this process (time.process_time, so that other
@@ -22,11 +22,9 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
-
-from test_gfx950_pcode import KERNEL_OPCODES  # noqa: E402
-from tools.gfx950_emu import pcode  # noqa: E402
+from tools.gfx950_emu import pcode
+from tools.gfx950_emu.pcode import interpreter
+from tools.gfx950_emu.pcode.kernel_opcodes import KERNEL_OPCODES
 
 MODIFIERS = {"v_bitop3_b32": {"bitop3": 0x96}, "v_bitop3_b16": {"bitop3": 0x96}}
 # Their pseudocode loops over the wave's 64 lanes: one evaluation is the whole wave's result.
@@ -38,7 +36,7 @@ def operand_width(prog, name: str) -> int:
     views = prog.source_types.get(name, set())
     if name in ("VCC", "EXEC") or any(t.width == 64 for t in views):
         return 64
-    return min(pcode.pcode_eval.REGISTER_WIDTHS.get(name, 32), 32)
+    return min(interpreter.REGISTER_WIDTHS.get(name, 32), 32)
 
 
 def random_inputs(prog, rng: random.Random) -> dict:

@@ -1,7 +1,7 @@
 """The a8w8 route's per-call Q quantization on the GPU: bit-exactness and device time.
 
 GPU only. From the repository root:
-    python3 bench/q_quant_time.py --out "$OUT"
+    python3 -m bench.q_quant_time --out "$OUT"
 writes $OUT/q_quant_time.json and $OUT/q_quant_time.md and prints the tables.
 
 1. Bit-exactness on the 8 benchmark inputs (reference.generate_input with task.yml's
@@ -12,7 +12,7 @@ writes $OUT/q_quant_time.json and $OUT/q_quant_time.md and prints the tables.
 2. Time of one quantization of each benchmark Q, before (the torch sequence the aiter
    route ran until this script's commit: abs, amax, divide, clamp, then q / scale, clamp,
    cast, in fp32) and after (submission's two Triton launches into plan buffers), median
-   of --runs, in us, on bench/report.py's two clocks:
+   of --runs, in us, on tools/leaderboard.py's two clocks:
    - leaderboard: as upstream's harness times a call: synchronize, utils.clear_l2_cache_large
      (the harness's 64 GB randn), start event, the call, end event, synchronize, with no
      synchronize between the flush and the start event. The flush keeps the GPU busy for
@@ -30,20 +30,18 @@ import argparse
 import datetime
 import json
 import statistics
-import sys
 from pathlib import Path
 
 import torch
 import triton
 import yaml
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+import reference
+import submission
+import utils
+from tools import leaderboard as clocks
 
-import reference  # noqa: E402
-import report as clocks  # noqa: E402  (bench/report.py: the leaderboard's clock, graph replay)
-import submission  # noqa: E402
-import utils  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 FLUSH_MIN_DEVICE_US = 1000.0
 OTHER_BLOCKS = (2048, 8192, 16384)
@@ -142,7 +140,7 @@ def tables(report: dict) -> str:
             f"{check['reference_gpu_equals_cpu']} | {check['before_bytes_differing']} | "
             f"{row['before_leaderboard_us']:.1f} | {row['after_leaderboard_us']:.1f} | "
             f"{row['before_graph_us']:.1f} | {row['after_graph_us']:.1f} |")
-    g = {key: clocks._geomean([row[key] for row in report["timing"]]) for key in
+    g = {key: clocks.geomean([row[key] for row in report["timing"]]) for key in
          ("before_leaderboard_us", "after_leaderboard_us", "before_graph_us", "after_graph_us")}
     lines.append(f"| geomean | | | | | | {g['before_leaderboard_us']:.1f} | {g['after_leaderboard_us']:.1f} | "
                  f"{g['before_graph_us']:.1f} | {g['after_graph_us']:.1f} |")

@@ -1,8 +1,8 @@
 """Benchmark report: per shape, how far the chosen route is from the hardware limit.
 
 Two steps, so the GPU minutes only measure:
-  measure:  python bench/report.py measure --out DIR     (on the GPU; writes DIR/report.json)
-  render:   python bench/report.py render DIR/report.json [--readme docs/results.md]
+  measure:  python3 -m bench.report measure --out DIR     (on the GPU; writes DIR/report.json)
+  render:   python3 -m bench.report render DIR/report.json [--readme docs/results.md]
             (anywhere; writes report.md and roofline.png beside the JSON and, with
             --readme, replaces the table between that page's report markers)
 
@@ -16,7 +16,8 @@ time over count; host_after_flush_us in the JSON: the same call's wall time righ
 the flush and synchronize, as the leaderboard runs it, when the host is colder); the
 bytes the route must read, and the % of the roofline that the leaderboard time reaches.
 Measured in the same run: the HBM read bandwidth, and floors on the leaderboard's clock
-(events only; one trivial Triton launch).
+(events only; one trivial Triton launch). The shapes, the clocks and the byte counts are
+tools/leaderboard.py's.
 """
 from __future__ import annotations
 
@@ -26,16 +27,11 @@ import json
 import math
 import os
 import statistics
-import sys
-import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from tools.leaderboard import (BENCHMARK_SHAPES, SEEDS, device_us, geomean, host_loop_us, leaderboard_clock_us,
+                               measure_read_bandwidth, route_bytes, trivial_launch_floor)
 
-BENCHMARK_SHAPES = [(4, 1024), (4, 8192), (32, 1024), (32, 8192),
-                    (64, 1024), (64, 8192), (256, 1024), (256, 8192)]
-SEEDS = [4217, 4220, 5412, 5415, 1357, 1360, 9823, 9826]
 README_BEGIN = "<!-- report:begin -->"
 README_END = "<!-- report:end -->"
 
@@ -43,120 +39,6 @@ README_END = "<!-- report:end -->"
 # ------------------------------------------------------------------------------------
 # measure (GPU)
 # ------------------------------------------------------------------------------------
-def _events():
-    import torch
-    return torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-
-
-def event_us(work) -> float:
-    """Microseconds between two CUDA events recorded around work(), the host waiting for
-    the end event (what the work queued runs between them, no synchronize before it)."""
-    start, end = _events()
-    start.record()
-    work()
-    end.record()
-    end.synchronize()
-    return start.elapsed_time(end) * 1e3
-
-
-def measure_read_bandwidth(gib: float = 4.0, repeats: int = 20) -> float:
-    """Bytes per second of a full read of a large bf16 tensor (a sum)."""
-    import torch
-    x = torch.randn(int(gib * (1 << 30)) // 2, dtype=torch.bfloat16, device="cuda")
-    for _ in range(3):
-        x.sum()
-    samples = []
-    for _ in range(repeats):
-        samples.append(event_us(x.sum) / 1e6)
-    return x.numel() * 2 / statistics.median(samples)
-
-
-def leaderboard_clock_us(call, runs: int) -> tuple[list[float], list[float]]:
-    """(event times, host times) in us of `runs` calls timed as the leaderboard's harness
-    times them: synchronize, utils.clear_l2_cache_large, start event, call, end event,
-    synchronize. The host time is the Python call's own wall time."""
-    import torch
-    import utils
-    events, hosts = [], []
-    for _ in range(runs):
-        torch.cuda.synchronize()
-        utils.clear_l2_cache_large()
-        start, end = _events()
-        start.record()
-        began = time.perf_counter()
-        call()
-        hosts.append((time.perf_counter() - began) * 1e6)
-        end.record()
-        torch.cuda.synchronize()
-        events.append(start.elapsed_time(end) * 1e3)
-    return events, hosts
-
-
-def host_loop_us(call, runs: int) -> float:
-    """The host time of one call as a caller's own loop sees it: `runs` calls back to back
-    (none synchronizes), the wall time divided by runs. Right after a synchronize the
-    host is slower (results/2026-11-29-h200-host-cold), which leaderboard_clock_us's
-    host times show."""
-    import torch
-    for _ in range(3):
-        call()
-    torch.cuda.synchronize()
-    began = time.perf_counter()
-    for _ in range(runs):
-        call()
-    elapsed = time.perf_counter() - began
-    torch.cuda.synchronize()
-    return elapsed * 1e6 / runs
-
-
-def device_us(call, runs: int) -> float | None:
-    """Median replay time of the call captured in a CUDA graph, each replay queued behind
-    the leaderboard's flush (the replay's launch is hidden too)."""
-    import torch
-    import utils
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        call()  # warm: compile and allocate outside the capture
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    try:
-        with torch.cuda.graph(graph):
-            call()
-    except Exception:  # a route that syncs (the torch fallback) cannot be captured
-        return None
-    samples = []
-    for _ in range(runs):
-        utils.clear_l2_cache_large()
-        samples.append(event_us(graph.replay))
-    return statistics.median(samples)
-
-
-def trivial_launch_floor(runs: int) -> dict:
-    import torch
-    import triton
-    import triton.language as tl
-
-    @triton.jit
-    def _touch(ptr):
-        tl.store(ptr, tl.load(ptr) + 1)
-
-    cell = torch.zeros(1, device="cuda")
-    _touch[(1,)](cell)
-    empty, _ = leaderboard_clock_us(lambda: None, runs)
-    one, _ = leaderboard_clock_us(lambda: _touch[(1,)](cell), runs)
-    return {"events_only_us": statistics.median(empty), "one_triton_launch_us": statistics.median(one)}
-
-
-def route_bytes(label: str, batch: int, kv_len: int) -> int:
-    """Fewest bytes the route must move: its KV format, q read once, out written once."""
-    per_row = {"mxfp4": 288 + 18, "fp8": 576, "bf16": 1152}
-    fmt = next((f for f in per_row if f in label), "bf16")
-    if label.startswith("aiter"):
-        fmt = "fp8"
-    return batch * kv_len * per_row[fmt] + batch * 16 * (576 + 512) * 2
-
-
 def summarize_shape(batch: int, kv_len: int, route: str, check: str, check_message: str,
                     leaderboard: list[float], host: float, device: float | None,
                     bandwidth: float, floor: dict) -> dict:
@@ -203,18 +85,14 @@ def measure(out_dir: Path, runs: int) -> dict:
         "torch": torch.__version__, "triton": triton.__version__,
         "runs_per_shape": runs,
         "hbm_read_tbps": bandwidth / 1e12, "floor": floor, "rows": rows,
-        "geomean_leaderboard_us": _geomean([r["leaderboard_us"] for r in rows]),
-        "geomean_device_us": _geomean([r["device_us"] for r in rows if r["device_us"]]),
-        "geomean_host_us": _geomean([r["host_us"] for r in rows]),
-        "command": "python bench/report.py measure --out " + str(out_dir),
+        "geomean_leaderboard_us": geomean([r["leaderboard_us"] for r in rows]),
+        "geomean_device_us": geomean([r["device_us"] for r in rows if r["device_us"]]),
+        "geomean_host_us": geomean([r["host_us"] for r in rows]),
+        "command": "python3 -m bench.report measure --out " + str(out_dir),
     }
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "report.json").write_text(json.dumps(report, indent=1))
     return report
-
-
-def _geomean(values):
-    return math.exp(sum(math.log(v) for v in values) / len(values)) if values else None
 
 
 # ------------------------------------------------------------------------------------
@@ -243,7 +121,7 @@ def table(report: dict) -> str:
               "", "Leaderboard clock: as the leaderboard's harness times (its 64 GB randn flush keeps the GPU "
                   "busy, so the call's host time is hidden); GB/s and % roofline come from it. Device: the "
                   "call replayed from a CUDA graph. Host: one call's wall time in a loop of calls (no synchronize between them).",
-              "", f"Produced by `{report['command']}`, rendered by `python bench/report.py render`."]
+              "", f"Produced by `{report['command']}`, rendered by `python3 -m bench.report render`."]
     return "\n".join(lines)
 
 

@@ -1,11 +1,11 @@
 """Instruction mix of the decode kernel's main loop, compiled for sm_90 on any machine.
 
-    python3 bench/sass_loop.py [--format fp8|mxfp4] [--block-n 32] [--warps 4] [--stages 3]
+    python3 -m bench.sass_loop [--format fp8|mxfp4] [--block-n 32] [--warps 4] [--stages 3]
                                [--sass FILE]
 
 No GPU needed: Triton compiles for a named target (Hopper, sm_90) and its bundled
 nvdisasm prints the SASS. The kernel is specialized as Triton's JIT specializes it on the
-H200 for a 4 x 8192 call (bench/compile_target.py); the launch's split count only decides
+H200 for a 4 x 8192 call (tools/compile_target.py); the launch's split count only decides
 whether the kernel writes partials (more than one split) or the output. The main loop is
 the one backward branch whose body holds the MMAs; counts are per warp per tile.
 """
@@ -16,20 +16,16 @@ import collections
 import os
 import re
 import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
-BENCH = Path(__file__).resolve().parent
-sys.path[:0] = [str(BENCH), str(BENCH.parent)]
-import compile_target  # noqa: E402
-import submission as sub  # noqa: E402
-from tools import external_programs  # noqa: E402
+import submission as sub
+from tools import compile_target, external_programs
 
 
 def compile_kernel(kv_format: str, launch: sub.TritonLaunch, batch: int = 4, kv_len: int = 8192):
     """The decode kernel of `launch`, compiled for sm_90 as the JIT specializes it for a
-    (batch, kv_len) call (bench/compile_target.py)."""
+    (batch, kv_len) call (tools/compile_target.py)."""
     data = compile_target.contract_inputs(batch, kv_len)
     decode = compile_target.decode_kernel_calls(data, kv_format, launch)[0]
     return compile_target.specialize(decode, compile_target.TARGETS["sm_90"]).compile()

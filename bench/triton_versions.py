@@ -1,6 +1,6 @@
 """What the installed Triton gives this project, on a CPU (no GPU needed).
 
-    python3 bench/triton_versions.py [--targets gfx950,sm_90] [--jobs N] [--json FILE]
+    python3 -m bench.triton_versions [--targets gfx950,sm_90] [--jobs N] [--json FILE]
 
 Run it with the Python of the environment whose Triton is under test (e.g. a venv made
 with --system-site-packages and its own `pip install triton==X`, beside the global torch).
@@ -13,7 +13,7 @@ It reports, for that Triton:
      under TRITON_INTERPRET=1 on 2 sequences of 40 tokens, the output checked with
      reference.check_implementation;
   3. per target, every distinct kernel specialization the autopick offers for the 8
-     benchmark shapes (bench/compile_target.py: offered_launches, the aiter route's Triton
+     benchmark shapes (tools/compile_target.py: offered_launches, the aiter route's Triton
      launches on gfx950 included), compiled into an empty Triton cache, in N worker
      processes (a failed C++ assert aborts a process: the compile it was in is named);
      on gfx950 with the registers, spills and occupancy the compiler reports.
@@ -35,14 +35,12 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
 INTERPRETED_CASE = {"batchsize": 2, "qseqlen": 1, "kvseqlen": 40, "seed": 11}
 INTERPRETED_ROUTE = "triton_fp8"
 
 
 def _child_env(**extra) -> dict:
     env = {k: v for k, v in os.environ.items() if not k.startswith("MLA_") and k != "TRITON_INTERPRET"}
-    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), str(ROOT / "bench")])
     env.update(extra)
     return env
 
@@ -79,7 +77,7 @@ def interpreted_case() -> None:
 
 
 def interpreted_report() -> dict:
-    proc = subprocess.run([sys.executable, __file__, "interpreted-case"], cwd=ROOT, capture_output=True, text=True,
+    proc = subprocess.run([sys.executable, "-m", "bench.triton_versions", "interpreted-case"], cwd=ROOT, capture_output=True, text=True,
                           env=_child_env(TRITON_INTERPRET="1", MLA_ROUTE=INTERPRETED_ROUTE), timeout=600)
     lines = proc.stdout.strip().splitlines()
     if proc.returncode != 0 or not lines:
@@ -95,7 +93,7 @@ def interpreted_report() -> dict:
 def offered_specializations(target: str) -> list:
     """[(Specialization, sorted offers)], one per distinct compile, in a fixed order; an
     offer is "route form" (a Triton route's kernel form; the aiter route's a8w8 / a16w8)."""
-    import compile_target
+    from tools import compile_target
     found, offers = {}, {}
     for offered in compile_target.offered_launches(target, with_aiter=target.startswith("gfx")):
         if offered.route == "aiter_fp8":
@@ -121,8 +119,9 @@ def compile_worker(target: str, index: int, count: int) -> None:
     (so a crash names it) and one after each."""
     import tempfile
 
-    import amdgcn
     from triton import knobs
+
+    from tools import amdgcn
     with tempfile.TemporaryDirectory() as cache:
         knobs.cache.dir = cache
         for number, (spec, offers) in enumerate(offered_specializations(target)):
@@ -145,7 +144,8 @@ def compile_worker(target: str, index: int, count: int) -> None:
 
 
 def compile_report(target: str, jobs: int) -> dict:
-    workers = [subprocess.Popen([sys.executable, __file__, "compile-worker", target, str(i), str(jobs)], cwd=ROOT,
+    workers = [subprocess.Popen([sys.executable, "-m", "bench.triton_versions", "compile-worker", target, str(i),
+                                 str(jobs)], cwd=ROOT,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_child_env())
                for i in range(jobs)]
     results, crashes = [], []

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Each mistake of issues 29 and 36, run as a user would from the repository's folder; the log
-# shows the command, what eval.py printed (stdout and stderr) and its exit status.
+# Each newcomer mistake eval.py names, run as a user would from the repository's folder; the
+# log shows the command, what eval.py printed (stdout and stderr) and its exit status.
 #   bash bench/user_errors.sh > results/2026-12-03-cpu-fresh-machine/user_errors.log 2>&1
 cd "$(dirname "$0")/.."
 export CUDA_VISIBLE_DEVICES=-1

@@ -2,9 +2,9 @@
 measured for every route, the a8w8 reference, and torch emulations of the kernel forms
 coming for gfx950, on the leaderboard's inputs and the robustness inputs.
 
-  python3 bench/verify_errors.py --out DIR            (GPU: the 8 benchmark inputs, the
+  python3 -m bench.verify_errors --out DIR            (GPU: the 8 benchmark inputs, the
                                                       robustness inputs at GPU sizes)
-  python3 bench/verify_errors.py --out DIR --smoke    (CPU: small inputs; the Triton routes
+  python3 -m bench.verify_errors --out DIR --smoke    (CPU: small inputs; the Triton routes
                                                       under the interpreter, slow: --routes)
 
 Candidates, each judged against exact fp32 attention over the KV format it reads (the
@@ -39,20 +39,16 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+import torch
 
-import torch  # noqa: E402
-
-import reference  # noqa: E402
-from bench.robustness_gpu import MAGNITUDES, Sizes, ragged_input  # noqa: E402
-from utils import get_device  # noqa: E402
+import reference
+from tools.leaderboard import BENCHMARK_SHAPES, SEEDS
+from tools.robustness import MAGNITUDES, Sizes, ragged_input
+from utils import get_device
 
 MARGIN = 3.0
 EXTREME_MAGNITUDES = ("peaked", "both_huge")
-BENCHMARK_SHAPES = [(4, 1024, 4217), (4, 8192, 4220), (32, 1024, 5412), (32, 8192, 5415),
-                    (64, 1024, 1357), (64, 8192, 1360), (256, 1024, 9823), (256, 8192, 9826)]
+BENCHMARK_CASES = [(batch, kv_len, seed) for (batch, kv_len), seed in zip(BENCHMARK_SHAPES, SEEDS)]
 # The verification tests' inputs (tests/test_verification.py): batch 2 at the two lengths.
 TEST_SHAPES = [(2, 1024, 31), (2, 8192, 32)]
 E4M3 = torch.float8_e4m3fn
@@ -65,7 +61,7 @@ P_SCALE = 256.0  # P in [0, 1] times 2^8 before its e4m3 cast: 1 maps to 256 (ma
 def inputs(smoke: bool):
     """(name, category, data) of every input, built lazily."""
     sizes = Sizes(smoke)
-    shapes = [] if smoke else BENCHMARK_SHAPES
+    shapes = [] if smoke else BENCHMARK_CASES
     for batch, kv_len, seed in shapes + TEST_SHAPES:
         yield f"generate_input({batch},1,{kv_len},{seed})", "regular", reference.generate_input(batch, 1, kv_len, seed)
     yield f"ragged{sizes.ragged}", "regular", ragged_input(sizes.ragged, seed=11)
@@ -217,7 +213,7 @@ def main(argv=None) -> int:
     rows = measure(args.smoke, routes, device)
     result = {"device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
               "torch": torch.__version__, "smoke": args.smoke, "routes": sorted(routes),
-              "command": "python3 bench/verify_errors.py " + " ".join(argv if argv is not None else sys.argv[1:]),
+              "command": "python3 -m bench.verify_errors " + " ".join(argv if argv is not None else sys.argv[1:]),
               "rows": rows, "summary": summary(rows)}
     out_dir = Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -1,6 +1,7 @@
-"""Shared helpers: the repo root on sys.path, the versions in pytest's header, where tests
-run (the device under test, marks for one kind of machine), and running eval.py as the
-leaderboard does."""
+"""Shared helpers: the versions in pytest's header, where tests run (the device under test,
+marks for one kind of machine), and running eval.py as the leaderboard does. The repository's
+root is on the import path through pytest.ini (`pythonpath = .`): tests import the root's
+modules, bench.NAME and tools.NAME as packages."""
 import os
 import subprocess
 import sys
@@ -10,8 +11,6 @@ import pytest
 import torch
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-if str(REPO_ROOT) not in sys.path:
-    sys.path.insert(0, str(REPO_ROOT))
 
 PLAN_ENV = ("MLA_ROUTE", "MLA_DEBUG", "MLA_CHECK_INDPTR")
 
@@ -53,9 +52,15 @@ def pinned_triton_codegen(what: str):
                f"{triton.__version__} compiles differently (results/2026-12-02-cpu-triton-versions)")
 
 
-# Why the emulator's tests skip off the pinned line (pinned_triton_codegen's `what`).
-EMULATED_PINNED_CODE = ("the gfx950 emulator on compiled kernels (written for the code the pinned line emits: "
-                        "other lines emit instructions it does not implement, and other listings)")
+# The marks of a test that compiles kernels for gfx950 and runs them in the emulator: a
+# process with TRITON_INTERPRET=1 cannot compile; another Triton line emits instructions
+# the emulator does not implement, and other listings.
+EMULATES_COMPILED_GFX950 = [
+    pytest.mark.gfx950_emulator,
+    pytest.mark.skipif(os.environ.get("TRITON_INTERPRET") == "1",
+                       reason="compiles kernels for gfx950: needs TRITON_INTERPRET unset"),
+    pinned_triton_codegen("the gfx950 emulator on compiled kernels (written for the code the pinned line emits: "
+                          "other lines emit instructions it does not implement, and other listings)")]
 
 
 def runnable_forms(kv_format: str) -> list[str]:
@@ -200,13 +205,3 @@ def cases_file(tmp_path):
         path.write_text("\n".join(lines) + "\n")
         return path
     return write
-
-
-def gfx950_emulator():
-    """The gfx950 emulator package (tools/gfx950_emu), with bench/ importable for its
-    launches (bench/compile_target.py); compiling for gfx950 needs TRITON_INTERPRET unset."""
-    for folder in (REPO_ROOT / "tools", REPO_ROOT / "bench"):
-        if str(folder) not in sys.path:
-            sys.path.insert(0, str(folder))
-    import gfx950_emu
-    return gfx950_emu

@@ -1,5 +1,5 @@
 """Small Triton and Gluon kernels whose results torch can compute: compiled for gfx950 the
-way the project compiles its own (the JIT's specialization, bench/compile_target.py), they
+way the project compiles its own (the JIT's specialization, tools/compile_target.py), they
 are the emulator's oracle. AMD tests Triton's gfx950 lowering on silicon, so where the
 emulator's result differs from torch's, the emulator is wrong (tests/test_gfx950_emu_probes.py).
 

@@ -1,7 +1,7 @@
 """Every aiter call in our code binds to aiter's real API (March 2026 source).
 
 aiter cannot be imported here (ROCm only), so the API comes from data files that
-tools/extract_aiter_api.py wrote from aiter's source (tests/aiter_api/*.json), and our
+tools/extract_aiter_api.py wrote from aiter's source (tools/aiter_api/*.json), and our
 call sites come from parsing submission.py / reference.py with `ast`. A call binds when
 Python's own rules would accept it: positional count, keyword names, no argument given
 twice, every required parameter supplied. Splatted calls (*xs, **kw) fail: they cannot
@@ -15,14 +15,16 @@ from __future__ import annotations
 
 import pytest
 
-import aiter_contract as ac
+from tools import aiter_contract as ac
+
+pytestmark = pytest.mark.fast
 
 MARCH = ac.load_api(ac.MARCH_API_FILE)
 WHEEL = ac.load_api(ac.WHEEL_API_FILE)
 NAMES = ac.recorded_functions(MARCH)
 MLA_FUNCTIONS = {"mla_decode_fwd", "get_mla_metadata_info_v1", "get_mla_metadata_v1"}
 
-# The leaderboard reference's call pattern (PROBLEM.md, "aiter versions matter").
+# The leaderboard reference's call pattern (the amd-mixed-mla problem's reference.py).
 # It passes the six metadata buffers to mla_decode_fwd as **metadata; they are spelled
 # out here because a splat cannot be checked.
 LEADERBOARD_PATTERN = """

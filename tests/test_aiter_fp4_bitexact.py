@@ -9,7 +9,7 @@ pytest process imported before.
 
 Current generation (ties to even, scales trimmed to (rows, N//32)): aiter's newer
 kernel is not in any wheel we can install, so it is compared with bytes worked out by
-hand from the rule in PROBLEM.md.
+hand from aiter's rule (as reference.py's _block_scale_exponents states it).
 
 The wheel lives in $AITER_WHEEL_DIR (default .ci/aiter_wheel, filled by tools/setup.sh).
 Without it the wheel tests skip on a developer machine and FAIL in CI (CI=true).
@@ -21,7 +21,7 @@ import os
 import pytest
 import torch
 
-import aiter_contract as ac
+from tools import aiter_contract as ac
 import reference
 
 BF16 = torch.bfloat16
@@ -158,7 +158,7 @@ def test_ties_really_differ_between_generations(wheel_results):
 # ---------------------------------------------------------------- current generation
 
 
-# Hand-worked from the rule (PROBLEM.md): amax as f32 bits + 0x200000, mantissa
+# Hand-worked from aiter's rule: amax as f32 bits + 0x200000, mantissa
 # cleared, exponent = floor(log2) - 2 clamped to [-127, 127], scale byte = exponent +
 # 127; values / 2^exponent rounded to the nearest of 0, .5, 1, 1.5, 2, 3, 4, 6 (ties to
 # even code), saturating at 6; sign in bit 3 (kept for values that round to zero); two

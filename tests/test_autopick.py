@@ -60,7 +60,7 @@ def slow_exact(*args):
     return exact(*args)
 
 
-pytestmark = pytest.mark.usefixtures("fresh_plans")
+pytestmark = [pytest.mark.usefixtures("fresh_plans"), pytest.mark.fast]
 
 
 @pytest.fixture(autouse=True)

@@ -7,6 +7,8 @@ import torch
 
 import utils
 
+pytestmark = pytest.mark.fast
+
 MLA_CONFIG = {"num_heads": 16, "num_kv_heads": 1, "qk_head_dim": 576, "kv_lora_rank": 512,
               "qk_rope_head_dim": 64, "v_head_dim": 512}
 MLA_DATA = (None, None, None, None, MLA_CONFIG)

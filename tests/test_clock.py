@@ -16,6 +16,8 @@ import submission
 import utils
 from conftest import needs_gpu
 
+pytestmark = pytest.mark.fast
+
 GPU = needs_gpu
 FULL = 16000 * 1024 * 1024  # elements of the leaderboard's randn
 

@@ -1,15 +1,15 @@
 """The in-kernel combine's release on gfx950, read from the compiled code (CPU, compile
 only): every wave's partial stores are retired before a release that counts them, and
-every wave that reads the partials does so after its own acquire (issue 28 item 3;
-bench/combine_release.py defines the rules and why). On a GPU, every form runs the
+every wave that reads the partials does so after its own acquire
+(bench/combine_release.py defines the rules and why). On a GPU, every form runs the
 in-kernel combine with an arrival a thread (gfx950's count) and with one a program
 (NVIDIA's), against the separate combine kernel.
 
 One subprocess (Triton decides interpret-or-compile when a kernel is decorated, so
 TRITON_INTERPRET is unset there) compiles every in-kernel-combine specialization offered
 on gfx950 into an empty Triton cache and checks its AMDGCN; two more check deliberately
-wrong copies of submission.py (tests/kernel_mutants.py): the count taken by one thread
-after a barrier (what every launch did before), and the merging program's acquire dropped.
+wrong copies of submission.py (tools/mutants.py): the count taken by one thread
+after a barrier (NVIDIA's count, on gfx950), and the merging program's acquire dropped.
 The checker's own rules are tested first on small hand-written listings.
 """
 import json
@@ -23,18 +23,17 @@ import pytest
 import torch
 
 import submission
+from bench import combine_release
 from conftest import DEVICE, needs_gpu, pinned_triton_codegen, runnable_forms
-from kernel_mutants import COMBINE_ACQUIRE_DROPPED, COMBINE_COUNTED_BY_ONE_THREAD, mutant_source
+from tools.mutants import write_mutant
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "bench"))
-import combine_release  # noqa: E402
 
 PINNED_TRITON = re.search(r"^triton==(\S+)$", (ROOT / "tools" / "torch-triton-pins.txt").read_text(), re.M).group(1)
 
 
 # --- the rules, on small listings ---------------------------------------------------------
-# One thread releases for the program after a barrier (the form before the fix).
+# One thread releases for the program after a barrier (NVIDIA's count: on gfx950 it misses other waves' stores).
 ONE_THREAD_RELEASES = """kernel:
 \tglobal_store_dwordx4 v1, v[2:5], s[4:5]
 {between}\ts_barrier
@@ -134,20 +133,12 @@ def test_each_thread_arrives_on_amd_one_thread_on_nvidia():
 def _check_compiled(tmp_path: Path, submission_file: Path | None = None, forms: str = "") -> dict:
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     env["TRITON_CACHE_DIR"] = str(tmp_path / "cache")
-    command = [sys.executable, "bench/combine_release.py", "--json"]
+    command = [sys.executable, "-m", "bench.combine_release", "--json"]
     command += ["--submission", str(submission_file)] if submission_file else []
     command += ["--forms", forms] if forms else []
     proc = subprocess.run(command, env=env, cwd=ROOT, capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stderr[-4000:]
     return json.loads(proc.stdout)
-
-
-def _mutant(tmp_path: Path, name: str, mutations) -> Path:
-    directory = tmp_path / name
-    directory.mkdir()
-    path = directory / "submission.py"
-    path.write_text(mutant_source(mutations))
-    return path
 
 
 def _gluon_or_skip(report: dict) -> list:
@@ -196,7 +187,7 @@ def test_every_gluon_combine_specialization_releases_each_wave(compiled):
 @pinned_triton_codegen("the one-thread-count mutant caught in the Triton form's gfx950 code (under 3.8 and 3.9 "
                        "the check finds no unacquired read in it: not settled whether that code is ordered)")
 def test_the_count_by_one_thread_is_caught(tmp_path):
-    report = _check_compiled(tmp_path, _mutant(tmp_path, "one_thread", COMBINE_COUNTED_BY_ONE_THREAD),
+    report = _check_compiled(tmp_path, write_mutant("combine_counted_by_one_thread", tmp_path / "one_thread"),
                              "fp8_gluon,fp8_e4m3_waves")
     by_language = {e["language"]: e for e in report["specializations"]}
     triton_entry = by_language["triton"]
@@ -212,7 +203,7 @@ def test_the_count_by_one_thread_is_caught(tmp_path):
 
 
 def test_a_dropped_acquire_is_caught(tmp_path):
-    report = _check_compiled(tmp_path, _mutant(tmp_path, "no_acquire", COMBINE_ACQUIRE_DROPPED),
+    report = _check_compiled(tmp_path, write_mutant("combine_acquire_dropped", tmp_path / "no_acquire"),
                              "fp8_gluon,fp8_e4m3_waves")
     entries = [e for e in report["specializations"] if "compile_error" not in e]
     assert any(e["language"] == "triton" for e in entries)

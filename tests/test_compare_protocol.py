@@ -1,10 +1,11 @@
 """bench/compare_protocol.py: our eval.py's leaderboard means against upstream's, per case."""
-import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "bench"))
-import compare_protocol  # noqa: E402
+import pytest
+
+from bench import compare_protocol
+
+pytestmark = pytest.mark.fast
 
 SPECS = ["batchsize: 4; qseqlen: 1; kvseqlen: 1024; seed: 4217",
          "batchsize: 256; qseqlen: 1; kvseqlen: 8192; seed: 9826"]

@@ -57,6 +57,7 @@ def test_calculate_stats():
     assert stats.err == pytest.approx(stats.std / 2)
 
 
+@pytest.mark.fast
 def test_test_mode_passes_a_correct_submission(run_eval, submission_file, cases_file):
     rc, lines, _, err = run_eval(["test", str(cases_file(SMALL_CASES))],
                                  submission_file("correct"))
@@ -340,7 +341,7 @@ def test_this_projects_submission_passes_on_the_gpu(run_eval, cases_file):
 
 
 # ---------------------------------------------------------------------------
-# A newcomer's mistakes (issue 29): each named in one line, with its exit status
+# A newcomer's mistakes: each named in one line, with its exit status
 # ---------------------------------------------------------------------------
 
 CASE = "batchsize: 2; qseqlen: 1; kvseqlen: 64; seed: 11"

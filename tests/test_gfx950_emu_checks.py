@@ -3,38 +3,34 @@ with a deliberate slip, either in its arguments or in its compiled gfx950 listin
 of the AMDGCN replaced, as a compiler or hand-written-asm bug would), must be reported, and
 the same kernel unchanged runs clean (tests/test_gfx950_emu_probes.py). CPU only."""
 import dataclasses
-import os
 
 import numpy as np
 import pytest
 import torch
 
-from conftest import EMULATED_PINNED_CODE, pinned_triton_codegen
+from conftest import EMULATES_COMPILED_GFX950
+from tools import gfx950_emu
 
-pytestmark = [pytest.mark.gfx950_emulator,
-              pytest.mark.skipif(os.environ.get("TRITON_INTERPRET") == "1",
-                                 reason="compiles kernels for gfx950: needs TRITON_INTERPRET unset"),
-              pinned_triton_codegen(EMULATED_PINNED_CODE)]
+pytestmark = EMULATES_COMPILED_GFX950
 
 
 @pytest.fixture(scope="module")
 def emu():
-    from conftest import gfx950_emulator
-    return gfx950_emulator()
+    return gfx950_emu
 
 
 def run_with_listing(emu, calls, edit=None):
     """Runs calls in one emulated memory, the first call's listing changed by edit(text) ->
     text; returns the machine (its violations) after the run."""
-    from gfx950_emu.launch import build_launch
+    from tools.gfx950_cases import compile_for_gfx950
     memory = emu.GlobalMemory()
     machine = emu.Machine(memory)
     for index, call in enumerate(calls):
-        compiled = emu.compile_for_gfx950(call)
+        compiled = compile_for_gfx950(call)
         if index == 0 and edit is not None:
             compiled = dataclasses.replace(compiled, listing=emu.read_listing(edit(compiled.listing.text)))
         with np.errstate(all="ignore"):
-            machine.run(build_launch(call, compiled, memory))
+            machine.run(emu.build_launch(call, compiled, memory))
     return machine
 
 

@@ -8,13 +8,9 @@ import numpy as np
 import pytest
 import torch
 
-pytestmark = pytest.mark.gfx950_emulator
+from tools.gfx950_emu.single import run_instructions
 
-
-@pytest.fixture(scope="module")
-def emu():
-    from conftest import gfx950_emulator
-    return gfx950_emulator()
+pytestmark = [pytest.mark.gfx950_emulator, pytest.mark.fast]
 
 
 E2M1 = [0, 0.5, 1, 1.5, 2, 3, 4, 6, -0.0, -0.5, -1, -1.5, -2, -3, -4, -6]
@@ -22,8 +18,7 @@ E2M1 = [0, 0.5, 1, 1.5, 2, 3, 4, 6, -0.0, -0.5, -1, -1.5, -2, -3, -4, -6]
 
 @pytest.mark.parametrize("byte", range(4))
 @pytest.mark.parametrize("scale_byte", [127, 120, 131])
-def test_llvm_convert_form_decodes_its_byte(emu, byte, scale_byte):
-    from gfx950_emu.single import run_instructions
+def test_llvm_convert_form_decodes_its_byte(byte, scale_byte):
     from test_gfx950_inline_asm import llvm_convert_forms
     roles, modifiers = llvm_convert_forms()[byte]
     assert roles == ("result", "src", "scale"), roles

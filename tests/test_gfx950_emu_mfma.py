@@ -4,7 +4,7 @@ register layouts: the operands are placed element by element as AMD's CDNA4 ISA 
 them, the one instruction runs in the emulator, and the result must be A @ B + C read back
 through the guide's accumulator layout.
 
-The guide's rules, as written here (independently of tools/gfx950_emu/mfma.py):
+The guide's rules, as written here (independently of tools/gfx950_emu/semantics/mfma.py):
 - result / C, 16x16: register r of lane L holds D[4 (L // 16) + r][L % 16];
 - A (16 x K): A[i][k] is in lane i + 16 (k // KL), item k % KL, KL = K / 4 items a lane,
   packed from the low bits of the first register; B (K x 16): B[k][j] in lane j + 16 (k // KL);
@@ -18,13 +18,9 @@ import numpy as np
 import pytest
 import torch
 
-pytestmark = pytest.mark.gfx950_emulator
+from tools.gfx950_emu.single import run_instructions
 
-
-@pytest.fixture(scope="module")
-def emu():
-    from conftest import gfx950_emulator
-    return gfx950_emulator()
+pytestmark = [pytest.mark.gfx950_emulator, pytest.mark.fast]
 
 
 E2M1 = np.array([0, 0.5, 1, 1.5, 2, 3, 4, 6, -0.0, -0.5, -1, -1.5, -2, -3, -4, -6])
@@ -108,8 +104,7 @@ CASES = [
 ]
 
 
-def _run(emu, mnemonic, fa, fb, K, mods, scales=None, seed=0):
-    from gfx950_emu.single import run_instructions
+def _run(mnemonic, fa, fb, K, mods, scales=None, seed=0):
     rng = np.random.default_rng(seed)
     a_codes = random_codes(fa, (16, K), rng)
     b_codes = random_codes(fb, (K, 16), rng)
@@ -153,14 +148,14 @@ def _run(emu, mnemonic, fa, fb, K, mods, scales=None, seed=0):
 
 
 @pytest.mark.parametrize("mnemonic,fa,fb,K,mods", CASES, ids=[f"{c[0]}-{c[1]}x{c[2]}" for c in CASES])
-def test_mfma_follows_amds_register_layout(emu, mnemonic, fa, fb, K, mods):
-    got, exact, scale = _run(emu, mnemonic, fa, fb, K, mods)
+def test_mfma_follows_amds_register_layout(mnemonic, fa, fb, K, mods):
+    got, exact, scale = _run(mnemonic, fa, fb, K, mods)
     assert (np.abs(got - exact) <= 1e-6 * scale).all(), np.abs(got - exact).max()
 
 
 @pytest.mark.parametrize("op_sel,op_sel_hi", [((0, 0), (0, 0)), ((1, 1), (0, 0)), ((0, 1), (1, 0)), ((1, 0), (1, 1))])
 @pytest.mark.parametrize("fa,fb,mods", [("fp4", "fp8", " cbsz:4"), ("fp8", "fp4", " blgp:4")])
-def test_scaled_mfma_takes_each_lanes_block_scale_from_the_selected_byte(emu, op_sel, op_sel_hi, fa, fb, mods):
-    got, exact, scale = _run(emu, "v_mfma_scale_f32_16x16x128_f8f6f4", fa, fb, 128, mods,
+def test_scaled_mfma_takes_each_lanes_block_scale_from_the_selected_byte(op_sel, op_sel_hi, fa, fb, mods):
+    got, exact, scale = _run("v_mfma_scale_f32_16x16x128_f8f6f4", fa, fb, 128, mods,
                              scales=(op_sel, op_sel_hi), seed=3)
     assert (np.abs(got - exact) <= 1e-6 * scale).all(), np.abs(got - exact).max()

@@ -1,14 +1,14 @@
 """The emulator's scalar and vector ALU semantics against AMD's own pseudocode: every distinct
 form (mnemonic, operand kinds, modifiers) of every SALU / VALU instruction in the gfx950
 kernels the project compiles (the offered specializations and every form forced,
-tools/gfx950_emu/cases.py) runs
+tools/gfx950_cases.py) runs
 in the emulator on random and special inputs and, lane by lane, through AMD's pseudocode
-(tools/gfx950_emu/pcode.py, with its documented READINGS); every destination bit must agree.
+(tools/gfx950_emu/pcode, with its documented READINGS); every destination bit must agree.
 
 Left to other tests: memory, LDS and MFMA instructions (their own semantics tests and the
 probe kernels), DPP forms (the pseudocode does not pick source lanes; their base operation
 is checked here through its other encodings, the lane selection by the probes), and the
-instructions with no pseudocode (tools/gfx950_emu/pcode.py's coverage). The transcendentals
+instructions with no pseudocode (tools/gfx950_emu/pcode's coverage). The transcendentals
 (v_exp_f32, v_log_f32, v_rcp_f32) flush denormals in the emulator, as the CDNA4 guide's notes
 say, where the pseudocode's pow / log2 / 1.0 / x do not: they are compared away from the
 denormals."""
@@ -19,12 +19,13 @@ import zlib
 import numpy as np
 import pytest
 
-from conftest import EMULATED_PINNED_CODE, on_pinned_triton_line, pinned_triton_codegen
+from conftest import EMULATES_COMPILED_GFX950, on_pinned_triton_line
+from tools.gfx950_emu import pcode
+from tools.gfx950_emu.listing import Const, Reg
+from tools.gfx950_emu.semantics.operands import const_bits
+from tools.gfx950_emu.single import run_instructions
 
-pytestmark = [pytest.mark.gfx950_emulator,
-              pytest.mark.skipif(os.environ.get("TRITON_INTERPRET") == "1",
-                                 reason="compiles kernels for gfx950: needs TRITON_INTERPRET unset"),
-              pinned_triton_codegen(EMULATED_PINNED_CODE)]
+pytestmark = EMULATES_COMPILED_GFX950
 
 SKIP_PREFIXES = ("buffer_", "global_", "ds_", "s_load", "v_mfma", "s_waitcnt", "s_barrier", "s_branch", "s_cbranch",
                  "s_endpgm", "s_nop", "s_setreg", "v_accvgpr")
@@ -37,22 +38,18 @@ SPECIAL_F32 = np.array([0x00000000, 0x80000000, 0x3F800000, 0xBF800000, 0x7F8000
 
 def _instances():
     """One Instruction of each distinct form in the offered gfx950 specializations."""
-    from conftest import gfx950_emulator
-    emu = gfx950_emulator()
-    from gfx950_emu import cases
-    from gfx950_emu.listing import Reg
+    from tools import gfx950_cases as cases
     seen = {}
     calls = [t.offered.calls[t.call_index] for t in cases.offered_targets()]
     calls += [call for _, _, call in cases.forced_form_calls()]
     for call in calls:
-        listing = emu.compile_for_gfx950(call).listing
+        listing = cases.compile_for_gfx950(call).listing
         for ins in listing.instructions:
             if ins.mnemonic.startswith(SKIP_PREFIXES + WHOLE_WAVE) or ins.mnemonic.endswith("_dpp"):
                 continue
             shape = re.sub(r"\b([sva])\d+\b", r"\1", ins.text)
             shape = re.sub(r"\b([sva])\[\d+:\d+\]", r"\1[]", shape)
             seen.setdefault(shape, ins)
-    del Reg
     return [seen[k] for k in sorted(seen)]
 
 
@@ -86,7 +83,6 @@ def _roles(ins, base, encoding):
 
 
 def _width(op):
-    from gfx950_emu.listing import Reg
     return 64 if isinstance(op.value, Reg) and op.value.count == 2 else 32
 
 
@@ -100,8 +96,6 @@ def _kind_of(base, role):
 def _random_sources(ins, roles, rng):
     """Per operand index: 64 lane values (uint64 for 64-bit registers) for the registers and
     the constant's bits for constants."""
-    from gfx950_emu.listing import Const, Reg
-    from gfx950_emu.operands import const_bits
     base = re.sub(r"_(e32|e64|sdwa)$", "", ins.mnemonic)
     values, by_register = {}, {}
     for i, (op, role) in enumerate(zip(ins.operands, roles)):
@@ -157,7 +151,6 @@ def _modifiers(ins):
 def _setup(ins, roles, values, rng):
     """(sgprs, vgprs, exec) to run `ins` with those operand values; the inputs must avoid
     the destination registers."""
-    from gfx950_emu.listing import Reg
     sgprs, vgprs = {}, {}
     for i, value in values.items():
         op = ins.operands[i].value
@@ -178,9 +171,6 @@ def _setup(ins, roles, values, rng):
 
 @pytest.mark.parametrize("ins", INSTANCES, ids=[i.text for i in INSTANCES])
 def test_alu_instruction_matches_amds_pseudocode(ins):
-    from gfx950_emu import pcode
-    from gfx950_emu.listing import Reg
-    from gfx950_emu.single import run_instructions
     base = re.sub(r"_(e32|e64|sdwa)$", "", ins.mnemonic)
     if base not in pcode.opcodes_with_pcode():
         pytest.skip(f"{base} has no pseudocode in AMD's table")
@@ -265,7 +255,6 @@ def _both_nan(ins, base, a, b):
 def _emulated(wave, ins, roles, name, lane, base):
     """The emulator's value of the pseudocode's output `name` for this lane (None: not a
     destination of this encoding)."""
-    from gfx950_emu.listing import Reg
     dst = ins.operands[0].value if ins.operands else None
     if name == "SCC":
         return wave.scc
@@ -292,8 +281,6 @@ def _emulated(wave, ins, roles, name, lane, base):
 @pytest.mark.parametrize("opcode", ["v_permlane16_swap_b32", "v_permlane32_swap_b32"])
 def test_permlane_swaps_match_amds_pseudocode(opcode):
     # Whole-wave instructions: one pseudocode run moves every lane of both registers.
-    from gfx950_emu import pcode
-    from gfx950_emu.single import run_instructions
     rng = np.random.default_rng(7)
     dst, src = rng.integers(0, 2 ** 32, 64, dtype=np.uint64).astype(np.uint32), \
         rng.integers(0, 2 ** 32, 64, dtype=np.uint64).astype(np.uint32)

@@ -2,22 +2,11 @@
 kernels (tests/gfx950_probes.py) compiled for gfx950 by the project's own path, run in the
 emulator, and compared with torch, bit for bit where the operation is exact and within its
 documented rounding where not (exp2, log2: 1 ulp). CPU only: compile and emulate."""
-import os
-
 import pytest
 
-from conftest import EMULATED_PINNED_CODE, pinned_triton_codegen
+from conftest import EMULATES_COMPILED_GFX950
 
-pytestmark = [pytest.mark.gfx950_emulator,
-              pytest.mark.skipif(os.environ.get("TRITON_INTERPRET") == "1",
-                                 reason="compiles kernels for gfx950: needs TRITON_INTERPRET unset"),
-              pinned_triton_codegen(EMULATED_PINNED_CODE)]
-
-
-@pytest.fixture(scope="module")
-def emulator():
-    from conftest import gfx950_emulator
-    return gfx950_emulator()
+pytestmark = EMULATES_COMPILED_GFX950
 
 
 def _probe_names():
@@ -26,11 +15,12 @@ def _probe_names():
 
 
 @pytest.mark.parametrize("name", _probe_names())
-def test_probe_kernel_matches_torch(emulator, name):
+def test_probe_kernel_matches_torch(name):
     import gfx950_probes
+    from tools.gfx950_cases import run_calls
     if name.startswith("Gluon") and gfx950_probes.gluon is None:
         pytest.skip("this Triton's Gluon does not import")
     calls, check = gfx950_probes.PROBES[name]()
-    machine, results = emulator.run_calls(calls)
+    machine, results = run_calls(calls)
     assert not machine.violations, "\n".join(str(v) for v in machine.violations[:5])
     check()

@@ -46,6 +46,9 @@ from pathlib import Path
 import pytest
 
 from conftest import pinned_triton_codegen
+from tools.mutants import mutated_source
+
+pytestmark = pytest.mark.fast
 
 ROOT = Path(__file__).resolve().parent.parent
 SUBMISSION = ROOT / "submission.py"
@@ -404,48 +407,28 @@ def test_every_inline_asm_line_of_the_submission_is_tied_to_llvm():
     assert lines_read >= 4 and CONVERT in _submission_source()
 
 
-# Deliberate slips, each applied to a copy of submission.py's source: (replacements, what
-# the problem found must say).
-MUTATIONS = {
-    "op_sel of bytes 1 and 2 swapped": (
-        [("op_sel:[1,0,0]", "op_sel:[@]"), ("op_sel:[0,1,0]", "op_sel:[1,0,0]"), ("op_sel:[@]", "op_sel:[0,1,0]")],
-        "writes result $1 from byte 2"),
-    "op_sel of bytes 0 and 3 swapped": (
-        [('$0, $4, $5\\n"', '$0, $4, $5 op_sel:[1,1,0]\\n"'), ("$3, $4, $5 op_sel:[1,1,0]", "$3, $4, $5")],
-        "writes result $0 from byte 3"),
-    "word and scale operands swapped": ([("$4, $5", "$5, $4")], "not built as e8m0 << 23"),
-    "word and scale arguments swapped": ([("[words, scale]", "[scale, words]")], "not built as e8m0 << 23"),
-    "scale not shifted into the fp32 exponent": ([("<< 23)[:, :, None]", "<< 16)[:, :, None]")],
-                                                 "not built as e8m0 << 23"),
-    "outputs not early-clobber": ([('"=&v,=&v,=&v,=&v,v,v"', '"=v,=v,=v,=v,v,v"')], "early clobber"),
-    "an instruction without an LLVM tie": (
-        [('op_sel:[1,1,0]",', 'op_sel:[1,1,0]\\nv_lshrrev_b32 $3, 16, $3",')], "no LLVM tie for ['v_lshrrev_b32']"),
-    "a Gluon-style inline asm call with a wrong byte": (
-        [("def _e2m1_byte_to_pair(", "def _gluon_pair(w, s):\n    return gl.inline_asm_elementwise("
-          "\"v_cvt_scalef32_pk_bf16_fp4 $0, $1, $2 op_sel:[1,0,0]\", \"=v,v,v\", [w, s << 23], dtype=gl.uint32, "
-          "is_pure=True, pack=1)\n\n\ndef _e2m1_byte_to_pair(")],
-        "writes result $0 from byte 1"),
-    "inline asm through another name": ([("tl.inline_asm_elementwise(", "tl.inline_asm(")],
-                                        "a call of 'inline_asm' looks like inline asm"),
-    # The Gluon convert takes its scale as a parameter, built shifted by its callers:
-    "a caller passing the scale bytes unshifted": (
-        [("_gluon_e2m1_scaled_pairs(words, scales.to(gl.uint32) << 23, ARCH)",
-          "_gluon_e2m1_scaled_pairs(words, scales.to(gl.uint32), ARCH)")], "not built as e8m0 << 23"),
-    "the scale table stored unshifted": (
-        [("values_smem.store(keys.to(gl.uint32) << 23)", "values_smem.store(keys.to(gl.uint32))")],
-        "not built as e8m0 << 23"),
+# Deliberate slips of the convert's inline asm (tools/mutants.py), each applied to a copy of
+# submission.py's source: mutant -> what the problem found must say.
+MUTANTS = {
+    "convert_op_sel_1_2_swapped": "writes result $1 from byte 2",
+    "convert_op_sel_0_3_swapped": "writes result $0 from byte 3",
+    "convert_operands_swapped": "not built as e8m0 << 23",
+    "convert_arguments_swapped": "not built as e8m0 << 23",
+    "convert_scale_not_in_the_exponent": "not built as e8m0 << 23",
+    "convert_outputs_not_early_clobber": "early clobber",
+    "convert_line_without_llvm_tie": "no LLVM tie for ['v_lshrrev_b32']",
+    "gluon_convert_wrong_byte": "writes result $0 from byte 1",
+    "inline_asm_under_another_name": "a call of 'inline_asm' looks like inline asm",
+    # the Gluon convert takes its scale as a parameter, built shifted by its callers
+    "gluon_caller_scale_unshifted": "not built as e8m0 << 23",
+    "gluon_scale_table_unshifted": "not built as e8m0 << 23",
 }
 
 
-@pytest.mark.parametrize("name", list(MUTATIONS))
+@pytest.mark.parametrize("name", list(MUTANTS))
 def test_each_deliberate_slip_in_the_inline_asm_is_caught(name):
-    replacements, expected = MUTATIONS[name]
-    mutated = _submission_source()
-    for old, new in replacements:
-        assert old in mutated, f"{name}: {old!r} not in the source any more: update the mutation"
-        mutated = mutated.replace(old, new)
-    problems, _ = inline_asm_problems(mutated)
-    assert any(expected in problem for problem in problems), f"{name}: not caught as expected; found {problems}"
+    problems, _ = inline_asm_problems(mutated_source(name, _submission_source()))
+    assert any(MUTANTS[name] in problem for problem in problems), f"{name}: not caught as expected; found {problems}"
 
 
 # ------------------------------------------------------------------------------------

@@ -1,7 +1,7 @@
 """bench/gfx950_report.py: every Triton and Gluon specialization the autopick can offer on
 an MI355X compiles for gfx950 without spilling, the report's numbers are read from the
 compiled code, and in every decode kernel's main loop KV and its scales are read by buffer
-loads (issue 22 item 3).
+loads (the hardware drops an out-of-range lane of those).
 
 The compiles run in subprocesses without TRITON_INTERPRET (Triton decides interpret-or-
 compile when a kernel is decorated); the report compiles into an empty Triton cache of its
@@ -21,14 +21,13 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "bench"))
-import aiter_asm  # noqa: E402
-import amdgcn  # noqa: E402
-import submission  # noqa: E402
-from conftest import pinned_triton_codegen  # noqa: E402
+import submission
+from bench import aiter_asm
+from conftest import pinned_triton_codegen
+from tools import amdgcn
 
-REPORT = ROOT / "bench" / "gfx950_report.py"
+ROOT = Path(__file__).resolve().parent.parent
+REPORT = ["-m", "bench.gfx950_report"]
 MARKDOWN_BEGIN, MARKDOWN_END = "<!-- gfx950:begin -->", "<!-- gfx950:end -->"
 SHAPES = [(4, 1024), (4, 8192), (32, 1024), (32, 8192), (64, 1024), (64, 8192), (256, 1024), (256, 8192)]
 
@@ -46,7 +45,7 @@ def _run(args: list, cache: Path) -> str:
 def report(tmp_path_factory):
     folder = tmp_path_factory.mktemp("gfx950")
     (folder / "gfx950.md").write_text(f"{MARKDOWN_BEGIN}\n{MARKDOWN_END}\n")
-    summary = _run([REPORT, "--json", folder / "report.json", "--asm-dir", folder / "asm",
+    summary = _run([*REPORT, "--json", folder / "report.json", "--asm-dir", folder / "asm",
                     "--markdown", folder / "gfx950.md", "--no-aiter"], folder / "cache")
     (folder / "summary.txt").write_text(summary)
     return json.loads((folder / "report.json").read_text()), folder
@@ -55,13 +54,12 @@ def report(tmp_path_factory):
 @pytest.fixture(scope="module")
 def small_cases(tmp_path_factory):
     folder = tmp_path_factory.mktemp("gfx950_small")
-    return json.loads(_run([ROOT / "tests" / "gfx950_small_case.py"], folder / "cache"))
+    return json.loads(_run(["-m", "bench.gfx950_small_cases"], folder / "cache"))
 
 
 STANDINS_VS_HARNESS = """
-import sys
-sys.path[:0] = ["bench", "."]
-import compile_target, reference, submission
+import reference, submission
+from tools import compile_target
 real = reference.generate_input(2, 1, 64, 1)  # the harness's tensors, on the CPU
 standin = compile_target.contract_inputs(2, 64)  # meta stand-ins of the same shapes
 for kv_format in ("fp8", "mxfp4"):
@@ -82,6 +80,7 @@ def test_standins_specialize_as_the_harness_tensors(tmp_path):
 
 
 @pinned_triton_codegen("no spill")
+@pytest.mark.fast
 def test_no_offered_specialization_spills(report):
     rep, _ = report
     spilling = {k["name"]: (k["vgpr_spill"], k["sgpr_spill"]) for k in rep["kernels"]
@@ -147,6 +146,7 @@ def test_small_shape_columns(report):
         assert row["in_flight_bytes_per_cu"] == kernel["loop"]["in_flight_bytes_per_wave"] * row["waves_per_cu"]
 
 
+@pytest.mark.fast
 def test_every_offered_launch_is_compiled(report):
     rep, _ = report
     offered = {}
@@ -198,9 +198,8 @@ def test_gluon_launches_are_compiled_as_gluon(report):
 
 
 COUNT_WITHOUT_COMPILING = """
-import collections, json, sys
-sys.path[:0] = ["bench", "."]
-import compile_target
+import collections, json
+from tools import compile_target
 specs = compile_target.distinct_specializations(compile_target.offered_launches("gfx950"),
                                                 compile_target.TARGETS["gfx950"])
 print(json.dumps(collections.Counter(s.language for s in specs.values())))
@@ -363,7 +362,7 @@ def test_render_writes_the_tables_between_the_markers(report, tmp_path):
     doc = folder / "docs" / "gfx950.md"
     doc.parent.mkdir(exist_ok=True)
     doc.write_text("before\n<!-- gfx950:begin -->\nOLD TABLE\n<!-- gfx950:end -->\nafter\n")
-    out = _run([REPORT, "render", folder / "report.json", "--markdown", doc], tmp_path / "cache")
+    out = _run([*REPORT, "render", folder / "report.json", "--markdown", doc], tmp_path / "cache")
     text = doc.read_text()
     inside = text[text.index("<!-- gfx950:begin -->"):text.index("<!-- gfx950:end -->")]
     assert text.startswith("before\n") and text.endswith("<!-- gfx950:end -->\nafter\n") and "OLD TABLE" not in inside
@@ -387,7 +386,7 @@ def test_markdown_needs_its_markers(report, tmp_path):
     doc = tmp_path / "gfx950.md"
     doc.write_text("no markers here\n")
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    proc = subprocess.run([sys.executable, str(REPORT), "render", str(folder / "report.json"), "--markdown", str(doc)],
+    proc = subprocess.run([sys.executable, *REPORT, "render", str(folder / "report.json"), "--markdown", str(doc)],
                           env=env, cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert proc.returncode != 0 and "lacks the markers" in proc.stderr
     assert doc.read_text() == "no markers here\n"
@@ -400,7 +399,7 @@ def test_the_report_writes_no_markdown_unless_asked(report, tmp_path):
     doc = ROOT / "docs" / "gfx950.md"
     before = (doc.read_bytes(), doc.stat().st_mtime_ns)
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    proc = subprocess.run([sys.executable, str(REPORT), "render", str(folder / "report.json")],
+    proc = subprocess.run([sys.executable, *REPORT, "render", str(folder / "report.json")],
                           env=env, cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     assert "STATIC BOUND" in proc.stdout and "full tables:" not in proc.stdout
@@ -461,7 +460,7 @@ def aiter_figures():
     reason = aiter_asm.unavailable_reason(aiter_asm.wheel_dir())
     if reason:
         pytest.skip(f"aiter's code object is not read here: {reason}")
-    import gfx950_report
+    from bench import gfx950_report
     return gfx950_report.aiter_record()
 
 
@@ -470,7 +469,7 @@ def test_aiter_assembly_decode_is_read_from_the_wheel(aiter_figures, report):
     wheel's code object by the same counts as ours, beside our first-offered launches: two
     wave-half tile loops whose MFMA work is a whole number of KV tokens, each figure their
     counts per token, its ratios against the HBM time of fp8 and of MXFP4."""
-    import gfx950_report
+    from bench import gfx950_report
     rep, _ = report
     aiter = aiter_figures
     loops = aiter["loops"]
@@ -494,7 +493,7 @@ def test_an_llvm_that_cannot_read_gfx950_leaves_aiter_out_by_name(monkeypatch):
     """With an LLVM 14 llvm-objdump and a broken llvm-objdump-22 first on PATH
     (tests/unusable_llvm), the report's aiter record says which program and which LLVM it
     needs instead of failing, and the table says it was not read."""
-    import gfx950_report
+    from bench import gfx950_report
     monkeypatch.setenv("PATH", f"{ROOT / 'tests' / 'unusable_llvm'}{os.pathsep}{os.environ['PATH']}")
     record = gfx950_report.aiter_record()
     assert set(record) == {"skipped"}, record
@@ -541,7 +540,7 @@ def test_targets_of_the_first_offered_launch(report):
             assert targets[name] == {"value": value, "limit": limit, "relation": relation, "met": met}, (shape, name)
 
 
-# --- issue 22 item 3: KV and its scales are read by buffer loads in every main loop --------
+# --- KV and its scales are read by buffer loads in every main loop ---------------------------
 # A decode kernel's main loop reads nothing but KV and its scales. Where a form reads them
 # otherwise, it is named here with the loads it has and why: the test then checks exactly
 # those, so a change either way shows.
@@ -604,7 +603,7 @@ def test_a_gathered_read_under_2_gib_is_a_buffer_load(small_cases):
     assert loop["unchecked_loads"] == [] and loop["loads"]["buffer"] == 5
 
 
-# --- the rules of bench/amdgcn.py on text --------------------------------------------------
+# --- the rules of tools/amdgcn.py on text --------------------------------------------------
 def test_instruction_classes():
     assert [amdgcn.instruction_class(m) for m in (
         "v_mfma_f32_16x16x32_f16", "v_smfmac_f32_16x16x64_f16", "v_accvgpr_read_b32", "v_cmp_gt_i32_e32",
@@ -683,7 +682,7 @@ def test_main_loop_is_the_backward_branch_around_the_mfmas():
 
 
 def _loop(*body: str) -> list:
-    """A hand-written loop body, parsed as bench/amdgcn.py parses compiled code."""
+    """A hand-written loop body, parsed as tools/amdgcn.py parses compiled code."""
     text = ".LBB0_1:\n" + "".join(f"\t{line}\n" for line in body) + "\ts_cbranch_scc1 .LBB0_1\n"
     return amdgcn.main_loop(text)
 

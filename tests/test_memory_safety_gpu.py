@@ -26,7 +26,7 @@ After each call:
     two checks above are asserted.
 The inputs' own bytes must be unchanged too (no kernel writes its inputs).
 test_the_fences_catch_every_form_of_a_deliberately_wrong_kernel runs the same checks on
-two deliberately wrong kernels (tests/kernel_mutants.py): compiled on a GPU, under the
+two deliberately wrong kernels (tools/mutants.py): compiled on a GPU, under the
 interpreter on the CPU.
 """
 import dataclasses
@@ -37,10 +37,13 @@ import torch
 
 import reference
 import submission as sub
-from bench.report import BENCHMARK_SHAPES, SEEDS
 from conftest import DEVICE, HAS_GPU, needs_gpu, runnable_forms
 from interpreter_worker import InterpreterWorker
-from kernel_mutants import MUTATIONS, load_mutant
+from tools.leaderboard import BENCHMARK_SHAPES, SEEDS
+from tools.mutants import import_mutant
+
+# The deliberately wrong kernels the fences must catch (tools/mutants.py).
+MUTANTS = ("row_clamp_cut_by_one_row", "output_row_shifted_by_one")
 
 FENCE_BYTES = 1 << 18  # each side: more than a 128-row tile of fp8 KV (72 KiB)
 BF16_NAN = b"\xff\xff"
@@ -140,7 +143,7 @@ def benchmark_input(index: int):
 
 
 def robustness_input(name: str):
-    from bench.robustness_gpu import MAGNITUDES, NONFINITE, Sizes, ragged_input, with_nonfinite
+    from tools.robustness import MAGNITUDES, NONFINITE, Sizes, ragged_input, with_nonfinite
     sizes = Sizes(smoke=False)
     if name == "ragged":
         return ragged_input(sizes.ragged, seed=11)
@@ -155,7 +158,7 @@ def robustness_input(name: str):
 
 
 def _robustness_names():
-    from bench.robustness_gpu import MAGNITUDES, NONFINITE
+    from tools.robustness import MAGNITUDES, NONFINITE
     return (["ragged", "padded_scales"] + [f"magnitude/{n}" for n in MAGNITUDES]
             + [f"nonfinite/{n}" for n in NONFINITE])
 
@@ -199,7 +202,7 @@ def test_every_offered_launch_stays_inside_its_fences(input_name, precompiled):
 # ------------------------------------------------------------------ compiling ahead, in parallel
 def _input_shapes() -> list:
     """(batch, longest sequence) of every input of INPUTS, without building them."""
-    from bench.robustness_gpu import Sizes
+    from tools.robustness import Sizes
     sizes = Sizes(smoke=False)
     return list(BENCHMARK_SHAPES) + [(len(sizes.ragged), max(sizes.ragged)), (len(sizes.small), max(sizes.small))]
 
@@ -226,7 +229,7 @@ def _compile_in_a_process(job) -> str:
     """Runs in a spawned process: one call of the launch (or of the mutant's first launch
     of every form) on a small GPU input with the real inputs' strides, so that Triton's
     disk cache holds its kernels."""
-    from bench.robustness_gpu import ragged_input
+    from tools.robustness import ragged_input
     kv_format, launch = job
     if kv_format == "mutant":
         _mutant_under_fences(*launch)
@@ -253,7 +256,7 @@ def precompiled(mutant_directory):
     import multiprocessing
     import time
     units, arch = sub._device_sms_and_arch(DEVICE)
-    jobs = [("mutant", (mutant_directory, "cuda", mutation)) for mutation in MUTATIONS]
+    jobs = [("mutant", (mutant_directory, "cuda", mutation)) for mutation in MUTANTS]
     jobs += _compiling_launches(units, arch)
     began = time.perf_counter()
     with concurrent.futures.ProcessPoolExecutor(max_workers=min(16, os.cpu_count() or 1),
@@ -264,11 +267,11 @@ def precompiled(mutant_directory):
 
 # ------------------------------------------------------------------ the fences can fail
 def _mutant_under_fences(directory: str, device: str, mutation: str) -> dict:
-    """Each form's first offered launch of the submission with kernel_mutants.MUTATIONS[
-    mutation] applied, fenced, on two sequences, the second ending at the KV buffer's last
+    """Each form's first offered launch of the submission with the mutant `mutation`
+    (tools/mutants.py) applied, fenced, on two sequences, the second ending at the KV buffer's last
     row and writing the output's last row: form -> what the checks found (empty: nothing)."""
-    from bench.robustness_gpu import ragged_input
-    mutant = load_mutant(directory, f"submission_{mutation}_fenced", MUTATIONS[mutation])
+    from tools.robustness import ragged_input
+    mutant = import_mutant(mutation, directory, f"submission_{mutation}_fenced")
     # The MXFP4 Gluon form reads whole tiles and refuses a buffer of fewer than 128 rows.
     inputs = {lengths: ragged_input(list(lengths), seed=9, device=device) for lengths in ((33, 40), (33, 140))}
     units, arch = mutant._device_sms_and_arch(mutant.CallShape(inputs[(33, 40)]).device)
@@ -299,7 +302,7 @@ def _shutdown_worker():
     _worker.shutdown()
 
 
-@pytest.mark.parametrize("mutation", MUTATIONS)
+@pytest.mark.parametrize("mutation", MUTANTS)
 def test_the_fences_catch_every_form_of_a_deliberately_wrong_kernel(mutation, mutant_directory,
                                                                    precompiled):
     """row_clamp_cut_by_one_row: the row one past a split's end is poison when the split

@@ -2,7 +2,7 @@
 stores or updates memory outside the view of the tensor argument each address came from.
 tests/address_recorder.py says how every address is mapped back to its argument and
 checked against that argument's view (data pointer plus strides over its shape, not its
-storage); tests/kernel_mutants.py holds the deliberately wrong kernel it must catch.
+storage); tools/mutants.py holds the deliberately wrong kernels it must catch.
 
 Kernels and launches:
   - the decode kernel and the split combine: every launch candidate the autopick offers
@@ -15,7 +15,7 @@ Kernels and launches:
   - the aiter route's guards, for both metadata variants: the length checks (per_call) and
     the kv_indptr comparisons with the plan's (cached), each fused into the quantizer's
     first launch for a8w8 and a launch of its own for a16w8, through the route's runners
-    with the recording fake aiter (tests/fake_aiter.py). aiter's own kernels are not Triton and are not checked here.
+    with the recording fake aiter (tools/fake_aiter.py). aiter's own kernels are not Triton and are not checked here.
 Inputs:
   - odd lengths 1, 33 (a 32-row tile plus one), 129 (a 128-row tile plus one), 257 (on
     gfx950 two 128-row splits, the second of one row: a split boundary), with the fp8 and MXFP4
@@ -75,7 +75,7 @@ def odd_lengths_in_views(lengths, seed: int):
     """(q, kv_data, qo_indptr, kv_indptr, config) on the CPU, the fp8 buffer (row stride
     640 bytes) and the MXFP4 buffer (320) row-strided views inside larger tensors, the
     MXFP4 scales a view of a 40-column tensor (as test_robustness's widened)."""
-    from bench.robustness_gpu import ragged_input
+    from tools.robustness import ragged_input
     q, kv_data, qo, kv_indptr, config = ragged_input(lengths, seed=seed, device="cpu")
     (fp8, fp8_scale), (fp4, scales) = kv_data["fp8"], kv_data["mxfp4"]
     kv_data = {"bf16": kv_data["bf16"], "fp8": (in_wider_rows(fp8, 64, 32), fp8_scale),
@@ -103,7 +103,7 @@ def unchecked_indptr_calls(data) -> dict:
 
 def robustness_inputs() -> dict:
     """name -> data: the robustness inputs whose addresses differ (module docstring)."""
-    from bench.robustness_gpu import ragged_input, shifted
+    from tools.robustness import ragged_input, shifted
     empty = ragged_input([1, 1], seed=1, device="cpu")
     (fp8, fp8_scale), (fp4, scales) = empty[1]["fp8"], empty[1]["mxfp4"]
     empty_cache = {"bf16": empty[1]["bf16"][:0], "fp8": (fp8[:0], fp8_scale), "mxfp4": (fp4[:0], scales[:0])}
@@ -145,7 +145,7 @@ class Checked:
 
 
 def _run_decode_cases_in_worker(kv_format: str) -> Checked:
-    from bench.robustness_gpu import ALIGNMENT_REFUSAL
+    from tools.robustness import ALIGNMENT_REFUSAL
     assert os.environ.get("TRITON_INTERPRET") == "1"
     checked, check = Checked(), AddressCheck()
     plans = {"odd_lengths_in_views": odd_lengths_in_views([1, 33, 129, 257], seed=7)}
@@ -210,8 +210,8 @@ def test_q_quantizer_stays_inside_its_tensors():
 
 
 def _run_aiter_guards_in_worker() -> Checked:
-    from bench.robustness_gpu import ragged_input
-    from fake_aiter import FakeAiter
+    from tools.robustness import ragged_input
+    from tools.fake_aiter import FakeAiter
     checked, check = Checked(), AddressCheck()
     data = ragged_input([256, 300, 260], seed=5, device="cpu")
     total_kv = data[1]["fp8"][0].shape[0]
@@ -294,11 +294,11 @@ def test_the_check_fails_a_read_one_element_past_a_tensor_and_passes_it_masked(s
 
 
 def _mutant_in_worker(directory: str, mutation: str):
-    """Each form's first launch of the submission with kernel_mutants.MUTATIONS[mutation]
+    """Each form's first launch of the submission with the mutant `mutation` (tools/mutants.py)
     applied, on two sequences, the second ending at the KV buffer's last row and writing
     the output's last row: form -> violation (or None)."""
-    from kernel_mutants import MUTATIONS, load_mutant
-    mutant = load_mutant(directory, f"submission_{mutation}", MUTATIONS[mutation])
+    from tools.mutants import import_mutant
+    mutant = import_mutant(mutation, directory, f"submission_{mutation}")
     data = odd_lengths_in_views([33, 40], seed=9)
     shape = mutant.CallShape(data)
     caught = {}

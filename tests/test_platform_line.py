@@ -11,6 +11,8 @@ import triton
 
 import utils
 
+pytestmark = pytest.mark.fast
+
 
 @pytest.fixture
 def aiter_package(tmp_path, monkeypatch):

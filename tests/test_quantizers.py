@@ -1,4 +1,4 @@
-"""The quantizers on hand-picked values, in both aiter generations (PROBLEM.md's rule):
+"""The quantizers on hand-picked values, in both aiter generations (aiter's rule):
 scale byte = clamp(floor(log2(amax rounded at 0x200000, mantissa cleared)) - 2, -127, 127)
 + 127; codes = nearest E2M1 of value / 2^exponent (ties to even or away), saturating at 6,
 sign in bit 3, even index in the low nibble."""
@@ -9,6 +9,8 @@ import pytest
 import torch
 
 import reference
+
+pytestmark = pytest.mark.fast
 
 BF16_MAX = torch.finfo(torch.bfloat16).max
 # E2M1 ties at scale 1: the code each tie rule picks (magnitudes; negatives add 8).

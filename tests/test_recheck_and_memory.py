@@ -13,7 +13,7 @@ import pytest
 import torch
 
 import submission
-from bench.robustness_gpu import kv_formats, ragged_input, scaled_output_problem
+from tools.robustness import kv_formats, ragged_input, scaled_output_problem
 from reference import check_implementation, generate_input
 
 RECHECK_SEED = 5412  # leaderboard mode: seed += 13 before every timed run

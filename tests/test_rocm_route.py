@@ -1,6 +1,6 @@
 """The ROCm (aiter) route of submission.py, end to end on the CPU.
 
-aiter cannot run here, so `submission.aiter_ops` is replaced by tests/fake_aiter.py: a
+aiter cannot run here, so `submission.aiter_ops` is replaced by tools/fake_aiter.py: a
 recording fake that binds every call against aiter's real (March 2026) signatures,
 checks every tensor as aiter's kernels would, and computes the attention the way the
 persistent kernel does (split plan from the metadata, LSE merge). The device check
@@ -39,8 +39,8 @@ import torch
 
 import reference
 import submission
-from bench.robustness_gpu import format_read_by, scaled_output_problem
-from fake_aiter import FP8_DTYPES, FakeAiter, FakeAiterError, load_wheel_api
+from tools.robustness import format_read_by, scaled_output_problem
+from tools.fake_aiter import FP8_DTYPES, FakeAiter, FakeAiterError, load_wheel_api
 from interpreter_worker import DeviceWorkRecorder, InterpreterWorker, recording_triton_launches
 
 KINDS_AND_SPLITS = [(kind, splits) for kind in ("a8w8", "a16w8") for splits in submission.AITER_KV_SPLIT_CANDIDATES]

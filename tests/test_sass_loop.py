@@ -1,14 +1,10 @@
 """The decode kernel compiles for the H200's architecture (sm_90) on a CPU machine, and its
 main loop issues the tensor-core work the tile calls for (bench/sass_loop.py)."""
-import sys
-from pathlib import Path
-
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
-import sass_loop  # noqa: E402
-import submission as sub  # noqa: E402
-from tools import external_programs  # noqa: E402
+import submission as sub
+from bench import sass_loop
+from tools import external_programs
 
 
 @pytest.mark.parametrize("kv_format,stages", [("fp8", 3), ("mxfp4", 1)])

@@ -22,10 +22,12 @@ import re
 import shutil
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import pytest
+
+from tools import gpu_stack
+from tools.gpu_stack import venv_env
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 SETUP = REPO_ROOT / "tools" / "setup.sh"
@@ -34,14 +36,7 @@ REQUIREMENTS = REPO_ROOT / "requirements.txt"
 fresh_venv = pytest.mark.fresh_venv
 
 
-def load_gpu_stack():
-    spec = importlib.util.spec_from_file_location("gpu_stack", REPO_ROOT / "tools" / "gpu_stack.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-PINS = load_gpu_stack().read_pins()
+PINS = gpu_stack.read_pins()
 
 
 @functools.cache
@@ -180,14 +175,6 @@ def link_installed_distribution(venv: Path, name: str) -> list[str]:
     return installed
 
 
-def venv_env(**variables) -> dict:
-    """This environment without PYTHONPATH and PYTHONHOME (a venv sees only its own
-    packages, not e.g. tests/simulated_rocm's aiter), plus `variables`."""
-    env = {key: value for key, value in os.environ.items()
-           if key not in ("PYTHONPATH", "PYTHONHOME")}
-    return dict(env, **variables)
-
-
 def run_setup(venv: Path) -> subprocess.CompletedProcess:
     """tools/setup.sh with the venv first on PATH, so that its `python3` is the venv's."""
     env = venv_env(PATH=f"{venv / 'bin'}{os.pathsep}{os.environ['PATH']}", VIRTUAL_ENV=str(venv))
@@ -313,24 +300,6 @@ def test_setup_refuses_to_replace_a_torch_that_fails_to_import(venv_dir):
     assert in_venv(venv, DISTRIBUTIONS_SCRIPT) == {"torch": "2.10.0+rocm7.1"}
 
 
-def pip_install_arguments_for_cpu_torch() -> list[str] | None:
-    """`pip install` arguments that get torch's CPU build at its pin, as the README's first
-    step does: the pin alone where pip resolves it to a CPU build here (on this project's
-    machines, a file on disk), else the README's command (PyTorch's CPU index). None where
-    neither does (dry runs: nothing is downloaded or installed)."""
-    gpu_stack = load_gpu_stack()
-    for arguments in ([PINS["torch"]], [PINS["torch"], "--index-url", gpu_stack.CPU_TORCH_INDEX]):
-        with tempfile.TemporaryDirectory() as folder:
-            report = Path(folder) / "report.json"
-            proc = subprocess.run([sys.executable, "-m", "pip", "install", "--dry-run", "--quiet",
-                                   "--ignore-installed", "--retries", "0", "--timeout", "15",
-                                   "--report", str(report), *arguments],
-                                  capture_output=True, text=True, timeout=300)
-            if proc.returncode == 0 and not gpu_stack.cuda_packages(json.loads(report.read_text())):
-                return arguments
-    return None
-
-
 # pip's line where neither the index nor its find-links hold a requirement
 PIP_CANNOT_FIND = re.compile(r"ERROR: (Could not find a version that satisfies the requirement|"
                              r"No matching distribution found for) \S+")
@@ -344,7 +313,7 @@ def install_cpu_torch(venv: Path) -> str:
     if machine_cpu_torch_at_pin():
         return "linked: " + " ".join(link_installed_distribution(venv, "torch"))
     needs_packages((PINS["triton"], "-r", str(REQUIREMENTS)))
-    arguments = pip_install_arguments_for_cpu_torch()
+    arguments = gpu_stack.cpu_torch_install_arguments(PINS["torch"])
     if arguments is None:
         pytest.skip(f"needs torch's CPU build ({PINS['torch']}) from the package index, "
                     f"PyTorch's CPU index or local wheels")
@@ -356,7 +325,7 @@ def install_cpu_torch(venv: Path) -> str:
 @fresh_venv
 def test_setup_in_the_readmes_order_prints_only_its_own_lines(venv_dir):
     # The README's first screen: torch's CPU build first, into a venv without numpy, then
-    # set-up (whose first step used to import torch before numpy was there).
+    # set-up (a first step that imported torch before numpy was there would warn here).
     venv = make_venv(venv_dir)
     how = install_cpu_torch(venv)
     before = in_venv(venv, DISTRIBUTIONS_SCRIPT)
@@ -388,11 +357,11 @@ def test_setup_in_the_readmes_order_prints_only_its_own_lines(venv_dir):
 def test_read_pins_rejects_a_line_that_is_not_an_exact_pin(tmp_path):
     pins_file = tmp_path / "pins.txt"
     pins_file.write_text("# comment\ntorch==2.13.0  # trailing\n\ntriton==3.6.0\n")
-    assert load_gpu_stack().read_pins(pins_file) == {"torch": "torch==2.13.0",
+    assert gpu_stack.read_pins(pins_file) == {"torch": "torch==2.13.0",
                                                      "triton": "triton==3.6.0"}
     pins_file.write_text("torch==2.13.0\ntriton>=3.6\n")
     with pytest.raises(ValueError, match=r"pins.txt:2: expected name==version"):
-        load_gpu_stack().read_pins(pins_file)
+        gpu_stack.read_pins(pins_file)
 
 
 # keep_or_install's order of decisions, in this process: stand-in modules under names of
@@ -418,7 +387,7 @@ def test_keep_or_install_keeps_what_is_found(module_folder):
     module_folder(TORCH_NAME, "2.10.0+rocm7.1")
     module_folder(TRITON_NAME, "3.6.0+rocm7.1")
     installs, lines = [], []
-    load_gpu_stack().keep_or_install(UNIT_PINS, install=installs.append, report=lines.append)
+    gpu_stack.keep_or_install(UNIT_PINS, install=installs.append, report=lines.append)
     assert installs == []
     assert [line.split(" from ")[0] for line in lines] == [
         f"setup: kept {TORCH_NAME} 2.10.0+rocm7.1", f"setup: kept {TRITON_NAME} 3.6.0+rocm7.1"]
@@ -433,7 +402,7 @@ def test_keep_or_install_keeps_a_module_an_earlier_install_brought(module_folder
         module_folder(TORCH_NAME, "2.13.0")
         module_folder(TRITON_NAME, "3.7.1")
 
-    load_gpu_stack().keep_or_install(UNIT_PINS, install=install, report=lines.append)
+    gpu_stack.keep_or_install(UNIT_PINS, install=install, report=lines.append)
     assert installs == [UNIT_PINS[TORCH_NAME]]
     assert lines[0] == (f"setup: installed {TORCH_NAME} 2.13.0 ({UNIT_PINS[TORCH_NAME]}: "
                         f"no {TORCH_NAME} was installed)")
@@ -450,7 +419,7 @@ def test_keep_or_install_installs_only_the_missing_one(module_folder):
         installs.append(pin)
         module_folder(TRITON_NAME, "3.6.0")
 
-    load_gpu_stack().keep_or_install(UNIT_PINS, install=install, report=lines.append)
+    gpu_stack.keep_or_install(UNIT_PINS, install=install, report=lines.append)
     assert installs == [UNIT_PINS[TRITON_NAME]]
     assert lines[0].startswith(f"setup: kept {TORCH_NAME} 2.12.0+cpu from ")
     assert lines[1] == (f"setup: installed {TRITON_NAME} 3.6.0 ({UNIT_PINS[TRITON_NAME]}: "
@@ -459,14 +428,13 @@ def test_keep_or_install_installs_only_the_missing_one(module_folder):
 
 def test_keep_or_install_installs_nothing_when_an_installed_module_is_broken(module_folder):
     module_folder(TRITON_NAME, "3.6.0", init_text="raise OSError('libamdhip64.so missing')\n")
-    gpu_stack, installs = load_gpu_stack(), []
+    installs = []
     with pytest.raises(gpu_stack.BrokenInstall, match="fails to import: OSError: libamdhip64"):
         gpu_stack.keep_or_install(UNIT_PINS, install=installs.append, report=print)
     assert installs == []
 
 
 def test_a_cuda_torch_is_recognised_in_pips_report():
-    gpu_stack = load_gpu_stack()
 
     def install(*dists):
         return {"install": [{"metadata": {"name": name, "version": version}} for name, version in dists]}

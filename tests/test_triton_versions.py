@@ -1,4 +1,4 @@
-"""A Triton other than ours (issue 28): the submission keeps serving, and says what it lost.
+"""A Triton other than the pinned one: the submission keeps serving, and says what it lost.
 
 - Every Triton launch raising (a Triton that cannot compile or launch anything on the
   runner): custom_kernel still answers, from the torch route, with the a8w8 yardstick in

@@ -16,6 +16,8 @@ import pytest
 
 from tools import external_programs
 
+pytestmark = pytest.mark.fast
+
 SUBMISSION = Path(__file__).resolve().parent.parent / "submission.py"
 MAX_BYTES = 1_000_000
 FORBIDDEN_WORD = "stream"

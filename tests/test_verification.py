@@ -14,7 +14,7 @@ ERROR_BOUNDS). Here:
   routes under the interpreter on the CPU (every launch candidate at 1024, the default at
   8192: the interpreter takes 5-25 s a call there) and, on a GPU, compiled (every launch
   candidate of every kernel form that can run there, at both lengths), aiter through
-  tests/fake_aiter.py (on the CPU, where the fake computes);
+  tools/fake_aiter.py (on the CPU, where the fake computes);
 - where a real route misses a bound on a valid input (a8w8's per-tensor fp8 Q with q and
   KV of 1e15: the scores are so peaked that its rounding picks other tokens), the plan
   falls back to a route that passes.
@@ -28,14 +28,16 @@ import torch
 
 import reference
 import submission
-from bench.robustness_gpu import ROOT, SCALED_OUTPUT_BOUND, ragged_input
-from conftest import DEVICE, needs_gpu, runnable_forms
-from fake_aiter import FakeAiter
+from conftest import DEVICE, REPO_ROOT, needs_gpu, runnable_forms
 from interpreter_worker import InterpreterWorker
+from tools.fake_aiter import FakeAiter
+from tools.robustness import SCALED_OUTPUT_BOUND, ragged_input
 
 pytestmark = pytest.mark.usefixtures("fresh_plans")
 
 KV_LENGTHS = (1024, 8192)
+# The fast tier runs a route's verification at the shorter length
+FAST_KV_LENGTHS = (pytest.param(1024, marks=pytest.mark.fast), 8192)
 BATCH = 2
 SEEDS = {1024: 31, 8192: 32}   # bench/verify_errors.py measures the same inputs (TEST_SHAPES)
 SEQUENCE_BOUND = "sequence relative RMS error"
@@ -189,7 +191,7 @@ def interpreter_worker():
     worker.shutdown()
 
 
-@pytest.mark.parametrize("kv_len", KV_LENGTHS)
+@pytest.mark.parametrize("kv_len", FAST_KV_LENGTHS)
 def test_triton_routes_pass_under_the_interpreter(interpreter_worker, kv_len):
     verdicts = interpreter_worker.run(verify_triton_in_worker, kv_len, kv_len == 1024)
     labels = {label.split("[")[0] for label, _, _ in verdicts}
@@ -227,7 +229,7 @@ def fake_aiter(monkeypatch):
     torch.set_num_threads(threads)
 
 
-@pytest.mark.parametrize("kv_len", KV_LENGTHS)
+@pytest.mark.parametrize("kv_len", FAST_KV_LENGTHS)
 def test_aiter_candidates_pass_through_the_fake(fake_aiter, kv_len):
     data = verification_input(kv_len, device="cpu")
     shape = submission.CallShape(data)
@@ -261,6 +263,6 @@ def test_the_verifier_applies_the_check_rule_that_reference_applies(rule):
             "reference.CHECK_ATOL == submission.CHECK_ATOL, "
             "reference.CHECK_MISMATCH_ALLOWANCE == submission.CHECK_MISMATCH_ALLOWANCE)")
     env = {k: v for k, v in os.environ.items() if not k.startswith("MLA_")}
-    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
+    proc = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True, text=True,
                           env=dict(env, MLA_CHECK_RULE=rule), timeout=120)
     assert proc.stdout.split() == ["True"] * 3, proc.stderr[-2000:]

@@ -15,10 +15,10 @@ Sources:
   --source-dir D           an unpacked tree that contains aiter/
 
 Example:
-  python tools/extract_aiter_api.py --git-dir /work/.mirror/ROCm+aiter/repo \
-      --commit 2ee06ca214 --out-dir tests/aiter_api
-  python tools/extract_aiter_api.py --wheel /tmp/aiterwheel/amd_aiter-...whl \
-      --out-dir tests/aiter_api
+  python3 -m tools.extract_aiter_api --git-dir AITER_MIRROR.git \
+      --commit 2ee06ca214 --out-dir tools/aiter_api
+  python3 -m tools.extract_aiter_api --wheel /tmp/aiterwheel/amd_aiter-...whl \
+      --out-dir tools/aiter_api
 """
 from __future__ import annotations
 
@@ -376,7 +376,7 @@ def main(argv: list[str] | None = None) -> int:
     group.add_argument("--wheel", help="amd-aiter wheel file")
     group.add_argument("--source-dir", help="unpacked tree containing aiter/")
     parser.add_argument("--commit", help="commit to read (with --git-dir)")
-    parser.add_argument("--out-dir", default="tests/aiter_api")
+    parser.add_argument("--out-dir", default="tools/aiter_api")
     args = parser.parse_args(argv)
 
     if args.git_dir:

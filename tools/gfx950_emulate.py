@@ -1,10 +1,11 @@
 """Run every gfx950 kernel specialization the autopick offers on an MI355X, as Triton compiles
-it for gfx950, in the emulator (tools/gfx950_emu) on small inputs, and check each result.
+it for gfx950, in the emulator (tools/gfx950_emu) on small inputs, and check each result
+(the cases and their oracles: tools/gfx950_cases.py).
 
-    python3 tools/gfx950_emulate.py                 # every specialization, every case
-    python3 tools/gfx950_emulate.py --quick         # every specialization, one small case (CI)
-    python3 tools/gfx950_emulate.py --submission PATH   # another copy of submission.py (a mutant)
-    python3 tools/gfx950_emulate.py --json OUT.json --only mxfp4
+    python3 -m tools.gfx950_emulate                     # every specialization, every case
+    python3 -m tools.gfx950_emulate --quick             # every specialization, one small case (CI)
+    python3 -m tools.gfx950_emulate --submission PATH   # another copy of submission.py (a mutant)
+    python3 -m tools.gfx950_emulate --json OUT.json --only mxfp4
 
 Prints a table (kernel, cases, instructions executed, wall time, result) and exits 1 if any
 case fails (a wrong result, a memory / ordering / barrier violation, an instruction the
@@ -13,7 +14,6 @@ cannot show (timing, caches, clocks), is in docs/gfx950.md. No AMD GPU is involv
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import os
 import shutil
@@ -22,27 +22,7 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-
-
-def _use_submission(path: str | None) -> None:
-    """Makes `import submission` give the chosen file (imported now as module `submission`,
-    so that no later change to sys.path can bring the checkout's back), with the checkout's
-    task.py, utils.py and reference.py beside it."""
-    sys.path[:0] = [str(ROOT / "tools"), str(ROOT / "bench"), str(ROOT)]
-    if path is None:
-        return
-    source = Path(path).resolve()
-    if not source.is_file():
-        raise SystemExit(f"gfx950_emulate: --submission {path}: no such file")
-    if source.name != "submission.py":  # Triton reads kernel sources from the module's file
-        folder = Path(tempfile.mkdtemp(prefix="gfx950_emulate_"))
-        shutil.copy(source, folder / "submission.py")
-        source = folder / "submission.py"
-    spec = importlib.util.spec_from_file_location("submission", source)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["submission"] = module
-    spec.loader.exec_module(module)
+from tools.mutants import import_submission
 
 
 def main(argv=None) -> int:
@@ -55,9 +35,17 @@ def main(argv=None) -> int:
     if os.environ.get("TRITON_INTERPRET") == "1":
         print("gfx950_emulate: compiles for gfx950; run it with TRITON_INTERPRET unset", file=sys.stderr)
         return 2
-    _use_submission(args.submission)
-    from gfx950_emu import cases
+    if args.submission is not None:  # imported as `submission` before gfx950_cases imports it
+        source = Path(args.submission).resolve()
+        if not source.is_file():
+            print(f"gfx950_emulate: --submission {args.submission}: no such file", file=sys.stderr)
+            return 2
+        if source.name != "submission.py":  # the listings' source lines name the file submission.py
+            folder = Path(tempfile.mkdtemp(prefix="gfx950_emulate_"))
+            source = Path(shutil.copy(source, folder / "submission.py"))
+        import_submission(source)
     import submission
+    from tools import gfx950_cases as cases
 
     targets = cases.offered_targets()
     if args.only:

@@ -24,6 +24,7 @@ import importlib
 import importlib.metadata
 import importlib.util
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -116,6 +117,30 @@ def cuda_packages_pip_would_fetch(pin: str) -> list[str]:
         if proc.returncode or not report.exists():
             return []
         return cuda_packages(json.loads(report.read_text()))
+
+
+def cpu_torch_install_arguments(pin: str) -> list[str] | None:
+    """`pip install` arguments that get torch's CPU build at `pin`, as the README's first step
+    does: the pin alone where pip resolves it to a CPU build here (on this project's machines,
+    a file on disk), else the README's command (PyTorch's CPU index). None where neither does
+    (dry runs: nothing is downloaded or installed)."""
+    for arguments in ([pin], [pin, "--index-url", CPU_TORCH_INDEX]):
+        with tempfile.TemporaryDirectory() as folder:
+            report = Path(folder) / "report.json"
+            proc = subprocess.run([sys.executable, "-m", "pip", "install", "--dry-run", "--quiet",
+                                   "--ignore-installed", "--retries", "0", "--timeout", "15",
+                                   "--report", str(report), *arguments],
+                                  capture_output=True, text=True, timeout=300)
+            if proc.returncode == 0 and not cuda_packages(json.loads(report.read_text())):
+                return arguments
+    return None
+
+
+def venv_env(**variables) -> dict:
+    """This process's environment without PYTHONPATH and PYTHONHOME (a venv's Python sees only
+    its own packages, not e.g. tests/simulated_rocm's aiter), plus `variables`."""
+    env = {key: value for key, value in os.environ.items() if key not in ("PYTHONPATH", "PYTHONHOME")}
+    return dict(env, **variables)
 
 
 def cpu_torch_hint(pin: str, packages: list[str]) -> str:

@@ -21,5 +21,5 @@ import sys, triton
 assert triton.__file__.startswith(sys.argv[1]), f"imported {triton.__file__}, not the venv's triton"
 PY
 echo "drift check: triton installed in $((SECONDS - started)) s"
-"$venv/bin/python" bench/triton_versions.py --targets gfx950 --jobs 2
+"$venv/bin/python" -m bench.triton_versions --targets gfx950 --jobs 2
 echo "drift check: $((SECONDS - started)) s in all"

@@ -1,59 +1,29 @@
-"""Running a submission's kernel launches (its KernelCalls: JIT function, grid, arguments,
-options) in the emulator: each is specialized exactly as Triton's JIT would on gfx950
-(bench/compile_target.specialize), compiled for gfx950, and its kernarg segment built from
-the code object metadata, with every tensor argument mapped into the emulated memory.
-
-The tensors are CPU tensors and are the emulated memory: what the kernels store lands in
-them."""
+"""A compiled kernel's launch in the emulator: each tensor argument mapped into the emulated
+memory (the CPU tensors are that memory: what the kernel stores lands in them), the kernarg
+segment laid out as the code object's metadata says, the grid and the workgroup's waves.
+A call is a Triton launch (its JIT function, grid and arguments); compiling it for gfx950 is
+the caller's (tools/gfx950_cases.py compiles submission.py's launches)."""
 from __future__ import annotations
 
 import dataclasses
 import struct
-import sys
-from pathlib import Path
 
 import numpy as np
 import torch
 
-from .listing import read_listing
-from .machine import KernelLaunch, Machine
+from .listing import Kernel
 from .memory import GlobalMemory
-
-_BENCH = Path(__file__).resolve().parents[2] / "bench"
-if str(_BENCH) not in sys.path:
-    sys.path.insert(0, str(_BENCH))
-
-_COMPILED: dict = {}
+from .state import KernelLaunch
 
 
 @dataclasses.dataclass
-class CompiledSpecialization:
-    identity: tuple      # (module, kernel name, JIT cache key)
+class CompiledKernel:
+    """A kernel as compiled for gfx950: what the emulator needs to launch it."""
     kernel_name: str
-    constexprs: dict
-    signature: dict
-    listing: object      # the read listing (Kernel)
+    signature: dict      # argument name -> Triton's type ("*bf16", "i32", "constexpr", ...)
+    listing: Kernel      # the read listing and its code object metadata
     shared: int          # LDS bytes
     num_warps: int
-    compile_seconds: float
-
-
-def compile_for_gfx950(call) -> CompiledSpecialization:
-    """The gfx950 compile of a KernelCall's specialization (cached per JIT key)."""
-    import time
-
-    import compile_target as ct
-    spec = ct.specialize(call, ct.TARGETS["gfx950"])
-    if spec.identity in _COMPILED:
-        return _COMPILED[spec.identity]
-    started = time.perf_counter()
-    compiled = spec.compile()
-    seconds = time.perf_counter() - started
-    result = CompiledSpecialization(spec.identity, spec.kernel.fn.__name__, spec.constexpr_values(),
-                                    dict(spec.signature), read_listing(compiled.asm["amdgcn"]),
-                                    int(compiled.metadata.shared), int(compiled.metadata.num_warps), seconds)
-    _COMPILED[spec.identity] = result
-    return result
 
 
 def _pack(kind: str, value) -> bytes:
@@ -72,7 +42,7 @@ def _pack(kind: str, value) -> bytes:
     raise NotImplementedError(f"kernel argument of type {kind}")
 
 
-def build_launch(call, compiled: CompiledSpecialization, memory: GlobalMemory) -> KernelLaunch:
+def build_launch(call, compiled: CompiledKernel, memory: GlobalMemory) -> KernelLaunch:
     """The emulated launch of `call`: its tensors mapped into `memory`, its kernarg segment
     laid out as the code object's metadata says (each argument at its offset and size, then
     Triton's two scratch pointers, null: these kernels use no global scratch)."""
@@ -104,16 +74,3 @@ def build_launch(call, compiled: CompiledSpecialization, memory: GlobalMemory) -
     grid = tuple(call.grid) + (1,) * (3 - len(call.grid))
     return KernelLaunch(compiled.listing, grid, compiled.num_warps, compiled.shared, address, kernarg,
                         compiled.kernel_name)
-
-
-def run_calls(calls, memory: GlobalMemory | None = None, machine: Machine | None = None):
-    """Runs KernelCalls in order in one emulated memory; returns (machine, [LaunchResult])."""
-    memory = memory or GlobalMemory()
-    machine = machine or Machine(memory)
-    results = []
-    for call in calls:
-        compiled = compile_for_gfx950(call)
-        launch = build_launch(call, compiled, memory)
-        with np.errstate(all="ignore"):
-            results.append(machine.run(launch))
-    return machine, results

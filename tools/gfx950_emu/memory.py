@@ -155,30 +155,28 @@ class GlobalMemory:
         writers = np.full((start.shape[0], nbytes), -1, dtype=np.int64)
         if start.shape[0] == 0:
             return out, writers
-        index, offset = self.locate(start)
-        span = np.arange(nbytes)
-        for r in np.unique(index):
-            rows = index == r
-            region = self.regions[r]
-            positions = offset[rows][:, None] + span
+        for rows, region, positions in self._spans(start, nbytes):
             out[rows] = region.data[positions]
             writers[rows] = region.writer[positions]
         return out, writers
 
     def write(self, start: np.ndarray, data: np.ndarray, record_index: int) -> np.ndarray:
         """Writes data [n, nbytes]; returns the replaced bytes, same shape."""
-        nbytes = data.shape[1]
         old = np.zeros_like(data)
-        index, offset = self.locate(start)
-        span = np.arange(nbytes)
-        for r in np.unique(index):
-            rows = index == r
-            region = self.regions[r]
-            positions = offset[rows][:, None] + span
+        for rows, region, positions in self._spans(start, data.shape[1]):
             old[rows] = region.data[positions]
             region.data[positions] = data[rows]
             region.writer[positions] = record_index
         return old
+
+    def _spans(self, start: np.ndarray, nbytes: int):
+        """Per mapped region the accesses fall in: (which of them, the region, the byte
+        positions [k, nbytes] in its storage)."""
+        index, offset = self.locate(start)
+        span = np.arange(nbytes)
+        for r in np.unique(index):
+            rows = index == r
+            yield rows, self.regions[r], offset[rows][:, None] + span
 
     def old_bytes(self, record_index: int, addresses: np.ndarray) -> np.ndarray:
         """What `addresses` held before store `record_index` (they are among its bytes)."""

@@ -6,8 +6,9 @@ from __future__ import annotations
 import numpy as np
 
 from .listing import EXEC, Kernel, parse_instruction
-from .machine import KernelLaunch, Machine, Workgroup
+from .machine import Machine
 from .memory import GlobalMemory
+from .state import KernelLaunch, Workgroup
 
 
 def run_instructions(lines, *, sgprs: dict | None = None, vgprs: dict | None = None, exec_mask: int = (1 << 64) - 1,

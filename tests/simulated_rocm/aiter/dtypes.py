@@ -1,7 +1,7 @@
 """aiter.dtypes of the simulated stack: gfx950's formats (fp8 is e4m3fn there)."""
 import torch
 
-from fake_aiter import HW_FP8
+from tools.fake_aiter import HW_FP8
 
 fp8 = HW_FP8["gfx950"]
 fp4x2 = getattr(torch, "float4_e2m1fn_x2", torch.uint8)

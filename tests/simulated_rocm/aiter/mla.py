@@ -1,4 +1,4 @@
 """aiter.mla of the simulated stack: the fake's persistent decode."""
-from . import SIMULATED, _forgetting
+from .simulated import SIMULATED, forgetting
 
-mla_decode_fwd = _forgetting(SIMULATED.mla_decode_fwd)
+mla_decode_fwd = forgetting(SIMULATED.mla_decode_fwd)

@@ -1,7 +1,7 @@
 """Compile the Triton and Gluon launches of one decode call for a named GPU target, on any
 machine.
 
-    python3 bench/compile_target.py gfx950|sm_90 [--language gluon|triton|all]
+    python3 -m tools.compile_target gfx950|sm_90 [--language gluon|triton|all]
 
 compiles, into an empty Triton cache, every distinct specialization the autopick offers for
 the 8 benchmark shapes on that target (offered_launches) and prints each one's seconds, then
@@ -37,10 +37,8 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
-import sys
 import tempfile
 import time
-from pathlib import Path
 
 if os.environ.get("TRITON_INTERPRET") == "1":
     raise RuntimeError("compile_target compiles kernels: run it with TRITON_INTERPRET unset "
@@ -54,9 +52,8 @@ from triton.compiler import ASTSource  # noqa: E402
 from triton.compiler.compiler import make_backend  # noqa: E402
 from triton.runtime.jit import compute_cache_key, create_function_from_signature  # noqa: E402
 
-sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parent.parent)]
 import submission as sub  # noqa: E402
-from report import BENCHMARK_SHAPES  # noqa: E402
+from tools.leaderboard import BENCHMARK_SHAPES  # noqa: E402
 
 TARGETS = {
     "gfx950": GPUTarget("hip", "gfx950", 64),  # MI355X (CDNA4)

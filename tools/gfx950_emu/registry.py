@@ -1,12 +1,13 @@
 """From a listing's instruction to a function over a wave: the registry of every implemented
-mnemonic. An instruction whose mnemonic, operand form or modifier is not implemented raises
-NotImplementedInstruction with its text and line when its kernel is compiled, before anything
-runs."""
+mnemonic, which the modules of the semantics subpackage fill as they are imported
+(`@register("s_add_u32", ...)`). An instruction whose mnemonic, operand form or modifier is
+not implemented raises NotImplementedInstruction with its text and line when its kernel is
+compiled, before anything runs."""
 from __future__ import annotations
 
 from .listing import Reg
-from .machine import Compiled, reg_keys
 from .reports import NotImplementedInstruction
+from .state import Compiled, reg_keys
 
 REGISTRY: dict = {}   # mnemonic -> compile(ins, kernel) -> (fn, number of destination operands)
 ENCODING_SUFFIXES = ("_e32", "_e64", "_dpp", "_sdwa")
@@ -38,7 +39,6 @@ def check_modifiers(ins, allowed: set):
 
 
 def compile_instruction(ins, kernel) -> Compiled:
-    from . import memops, mfma, salu, valu  # noqa: F401  (they register their mnemonics)
     base, suffix = base_mnemonic(ins.mnemonic)
     compile_fn = REGISTRY.get(ins.mnemonic) or REGISTRY.get(base)
     if compile_fn is None:
@@ -53,8 +53,3 @@ def compile_instruction(ins, kernel) -> Compiled:
         if isinstance(op.value, Reg):
             (writes if i < n_dst else reads).update(reg_keys(op.value))
     return Compiled(fn, frozenset(reads), frozenset(writes), ins)
-
-
-def implemented_mnemonics() -> set:
-    from . import memops, mfma, salu, valu  # noqa: F401
-    return set(REGISTRY)

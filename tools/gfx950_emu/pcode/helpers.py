@@ -21,8 +21,8 @@ from __future__ import annotations
 
 import math
 
-from . import pcode_float as fp
-from .pcode_values import (BF16, ENCODING_TYPES, F16, F32, F64, I32, I64, U1, U32, U64,
+from . import floats as fp
+from .values import (BF16, ENCODING_TYPES, F16, F32, F64, I32, I64, U1, U32, U64,
                            FloatType, IntType, PcodeTypeError, bits_of, boolean)
 
 
@@ -418,7 +418,7 @@ def named_constant(name: str, member: str | None):
     t = {"f16": F16, "bf16": BF16, "f32": F32, "f64": F64}.get(member) if member else None
     if member and t is None:
         raise PcodeUndefined(f"{name}.{member}")
-    if name == "NAN":       # [reading] the default NaN of pcode_float (0xffc00000 as f32)
+    if name == "NAN":       # [reading] the default NaN of floats.py (0xffc00000 as f32)
         t = t or F32
         return (t, t.fmt.default_nan)
     if name == "INF":       # [IEEE] +infinity; a double unless viewed

@@ -5,7 +5,7 @@ get_mla_metadata_v1) so that the aiter route runs end to end without ROCm. It is
 where aiter is strict, and computes real outputs:
 
 * Signatures: every call is bound against aiter's real parameter lists, read from
-  tests/aiter_api/aiter_<commit>.json (the March 2026 source the leaderboard's call
+  tools/aiter_api/aiter_<commit>.json (the March 2026 source the leaderboard's call
   pattern matches; get_mla_metadata_v1 must also fit its pybind11 op). A call that would
   not bind raises TypeError, as Python / pybind11 would. The bound arguments, defaults
   filled in, are recorded in `FakeAiter.calls`.
@@ -62,7 +62,7 @@ from dataclasses import dataclass
 
 import torch
 
-import aiter_contract
+from tools import aiter_contract
 
 FAKED = ("mla_decode_fwd", "get_mla_metadata_info_v1", "get_mla_metadata_v1")
 FP8_DTYPES = (torch.float8_e4m3fn, torch.float8_e4m3fnuz)

@@ -17,13 +17,11 @@ import re
 
 import numpy as np
 
+from ..registry import check_modifiers, register
+from ..reports import NotImplementedInstruction
+from ..state import PendingOp
 from . import numerics as nm
-
-from .listing import Const, Reg
-from .machine import PendingOp, reg_keys
-from .operands import U32, U64, scalar_reader, sgpr_index, vector_reader, vgpr_row
-from .reports import NotImplementedInstruction
-from .semantics import check_modifiers, register
+from .operands import U32, scalar_reader, sgpr_index, vector_reader, vgpr_row
 
 LANES = np.arange(64)
 _SIZES = {"byte": 1, "ubyte": 1, "sbyte": 1, "ushort": 2, "short": 2, "dword": 4, "dwordx2": 8, "dwordx3": 12, "dwordx4": 16}
@@ -122,7 +120,7 @@ def _store_global(wave, ins, address, lanes, data):
     memory = machine.memory
     if not ok.any():
         return None
-    from .memory import StoreRecord
+    from ..memory import StoreRecord
     addresses = _byte_addresses(address[ok], nbytes)
     order = np.argsort(addresses, kind="stable")
     record = StoreRecord(wave, addresses[order], np.zeros(0, dtype=np.uint8), machine.time)
@@ -416,7 +414,7 @@ def _buffer_atomic_add(ins, kernel):
 def _atomic_add_lanes(wave, ins, address, lanes, data) -> np.ndarray:
     """Adds data[lane] at address[lane] for each lane in order (one address may take several
     lanes); returns each lane's old value."""
-    from .memory import StoreRecord
+    from ..memory import StoreRecord
     memory = wave.machine.memory
     old = np.zeros(64, dtype=U32)
     where = np.flatnonzero(lanes)
@@ -652,14 +650,19 @@ def _bpermute(ins, kernel):
     offset = ins.modifiers.get("offset", 0)
 
     def run(wave):
-        src = ((nm.lanes(addr(wave), np.int64) + offset) // 4) % 64
-        values = np.where(wave.exec[src], wave.v[data_row][src], U32(0))
-        active = wave.exec.copy()
-
-        def complete(w):
-            np.copyto(w.v[dst], values, where=active)
-        wave.issue(PendingOp((1000 + dst,), complete, ins, wave.machine.time), "lgkm")
+        _gather_lanes(wave, ins, dst, data_row, ((nm.lanes(addr(wave), np.int64) + offset) // 4) % 64)
     return run, 1
+
+
+def _gather_lanes(wave, ins, dst: int, data_row: int, src: np.ndarray):
+    """An LDS-pipe cross-lane read: each active lane of row dst gets lane src[i] of
+    data_row (0 where that lane is inactive), when lgkmcnt retires it."""
+    values = np.where(wave.exec[src], wave.v[data_row][src], U32(0))
+    active = wave.exec.copy()
+
+    def complete(w):
+        np.copyto(w.v[dst], values, where=active)
+    wave.issue(PendingOp((1000 + dst,), complete, ins, wave.machine.time), "lgkm")
 
 
 _SWAP = re.compile(r"swizzle\(SWAP,(\d+)\)$")
@@ -685,12 +688,7 @@ def _swizzle(ins, kernel):
     src = (LANES & ~31) | (((LANES & and_mask) | or_mask) ^ xor_mask)
 
     def run(wave):
-        values = np.where(wave.exec[src], wave.v[data_row][src], U32(0))
-        active = wave.exec.copy()
-
-        def complete(w):
-            np.copyto(w.v[dst], values, where=active)
-        wave.issue(PendingOp((1000 + dst,), complete, ins, wave.machine.time), "lgkm")
+        _gather_lanes(wave, ins, dst, data_row, src)
     return run, 1
 
 

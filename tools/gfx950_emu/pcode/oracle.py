@@ -1,9 +1,9 @@
 """AMD's own statement of what gfx950 (CDNA4) instructions compute, run per lane: the
 pseudocode of the CDNA4 ISA guide, as tinygrad's wheel carries it
 (`tinygrad.runtime.autogen.amd.cdna.str_pcode.PCODE`, tinygrad==0.14.0 in
-requirements.txt), parsed (pcode_lang), given its meaning (pcode_eval, pcode_values,
-pcode_float: exact integers of any width, IEEE floats rounded once, subnormals kept) and
-its helper functions (pcode_helpers, each with what it rests on).
+requirements.txt), parsed (lang), given its meaning (interpreter, values,
+floats: exact integers of any width, IEEE floats rounded once, subnormals kept) and
+its helper functions (helpers, each with what it rests on).
 
     evaluate("v_add_f32", {"S0": 0x3F800000, "S1": 0x40000000})  ->  {"D0": 0x40400000}
 
@@ -69,11 +69,11 @@ import functools
 import operator
 import re
 
-from . import pcode_eval, pcode_lang
-from .pcode_eval import Cell, Context, PcodeRuntimeError
-from .pcode_helpers import PcodeUndefined
-from .pcode_lang import PcodeSyntaxError
-from .pcode_values import FloatType, IntType, PcodeTypeError, bits_of, type_named
+from . import interpreter, lang
+from .interpreter import Cell, Context, PcodeRuntimeError
+from .helpers import PcodeUndefined
+from .lang import PcodeSyntaxError
+from .values import FloatType, IntType, PcodeTypeError, bits_of, type_named
 
 # Every error this module raises for a program it cannot run (catch them together).
 PCODE_ERRORS = (PcodeSyntaxError, PcodeUndefined, PcodeRuntimeError, PcodeTypeError)
@@ -207,59 +207,59 @@ def _target_reads(target):
     if isinstance(target, tuple):
         for t in target:
             yield from _target_reads(t)
-    elif isinstance(target, pcode_lang.Concat):
+    elif isinstance(target, lang.Concat):
         yield from _target_reads(target.parts)
-    elif isinstance(target, pcode_lang.Member):
+    elif isinstance(target, lang.Member):
         yield from _target_reads(target.base)
-    elif isinstance(target, pcode_lang.Slice):
+    elif isinstance(target, lang.Slice):
         yield target.hi
         yield target.lo
         yield from _target_reads(target.base)
-    elif isinstance(target, pcode_lang.Index):
+    elif isinstance(target, lang.Index):
         yield target.index
         yield from _target_reads(target.base)
 
 
 def _read_expressions(body, params=()):
     """(expression, the scope it is in): what a body reads."""
-    scope = pcode_eval.Scope(body, params)
-    for stmt in pcode_eval._walk_statements(body):
-        if isinstance(stmt, pcode_lang.Assign):
+    scope = interpreter.Scope(body, params)
+    for stmt in interpreter._walk_statements(body):
+        if isinstance(stmt, lang.Assign):
             yield stmt.value, scope
             yield tuple(_target_reads(stmt.target)), scope
             if stmt.op != "=":
                 yield stmt.target, scope
-        elif isinstance(stmt, pcode_lang.Lambda):
+        elif isinstance(stmt, lang.Lambda):
             yield from _read_expressions(stmt.body, stmt.params)
-        elif isinstance(stmt, pcode_lang.If):
+        elif isinstance(stmt, lang.If):
             yield tuple(c for c, _ in stmt.branches), scope
-        elif isinstance(stmt, pcode_lang.For):
+        elif isinstance(stmt, lang.For):
             yield (stmt.lo, stmt.hi), scope
-        elif isinstance(stmt, (pcode_lang.Return, pcode_lang.ExprStmt)):
-            yield (stmt.value if isinstance(stmt, pcode_lang.Return) else stmt.expr), scope
+        elif isinstance(stmt, (lang.Return, lang.ExprStmt)):
+            yield (stmt.value if isinstance(stmt, lang.Return) else stmt.expr), scope
 
 
 def _reads_and_views(body):
     """The registers a program reads, and the types it views S0, S1, S2 as."""
     reads, source_types = set(), {}
     for expr, scope in _read_expressions(body):
-        for node in pcode_eval._walk_expressions(expr):
-            if isinstance(node, pcode_lang.Name) and scope.kind(node.name) == "register" \
+        for node in interpreter._walk_expressions(expr):
+            if isinstance(node, lang.Name) and scope.kind(node.name) == "register" \
                     and node.name not in _NOT_INPUTS:
                 reads.add("D0" if node.name == "D" else node.name)
-            if isinstance(node, pcode_lang.Member):
-                root = pcode_eval._root_name(node.base)
+            if isinstance(node, lang.Member):
+                root = interpreter._root_name(node.base)
                 t = type_named(node.member)
                 if root in ("S0", "S1", "S2") and t is not None:
                     source_types.setdefault(root, set()).add(t)
-            if pcode_eval._is_vgpr(node):   # without vgpr=, these are the operands S0 / D0
-                alias = {"SRC0": "S0", "VDST": "D0"}.get(pcode_eval._root_name(node.index))
+            if interpreter._is_vgpr(node):   # without vgpr=, these are the operands S0 / D0
+                alias = {"SRC0": "S0", "VDST": "D0"}.get(interpreter._root_name(node.index))
                 if alias:
                     reads.add(alias)
-    for stmt in pcode_eval._walk_statements(body):   # a VDST-aliased D0 is read-modify-write
-        if isinstance(stmt, pcode_lang.Assign):
-            for node in pcode_eval._walk_expressions(stmt.target):
-                if pcode_eval._is_vgpr(node) and pcode_eval._root_name(node.index) == "VDST":
+    for stmt in interpreter._walk_statements(body):   # a VDST-aliased D0 is read-modify-write
+        if isinstance(stmt, lang.Assign):
+            for node in interpreter._walk_expressions(stmt.target):
+                if interpreter._is_vgpr(node) and interpreter._root_name(node.index) == "VDST":
                     reads.add("D0")
     return frozenset(reads), source_types
 
@@ -276,8 +276,8 @@ def program(opcode: str, literal: bool = False) -> Program:
             raise ValueError(f"{name}: the line READINGS replaces is no longer in AMD's text")
         text = text.replace(old, new)
     try:
-        body = pcode_lang.parse(text)
-        run, scope = pcode_eval.Compiler(set(_sources())).program(body)
+        body = lang.parse(text)
+        run, scope = interpreter.Compiler(set(_sources())).program(body)
     except (PcodeSyntaxError, PcodeTypeError, PcodeUndefined) as error:
         raise type(error)(f"{name}: {error}") from None
     reads, source_types = _reads_and_views(body)
@@ -368,7 +368,7 @@ def _run(opcode, inputs, lane, vgpr, modifiers, memory, literal) -> Context:
 
 def _input_registers(prog: Program, inputs: dict):
     regs, wave_mode = {}, {"IEEE": 1, "FP16_OVFL": 1}
-    allowed, widths = prog.allowed_inputs, pcode_eval.REGISTER_WIDTHS
+    allowed, widths = prog.allowed_inputs, interpreter.REGISTER_WIDTHS
     for name, bits in inputs.items():
         if name not in allowed:
             raise ValueError(f"input {name!r}: {prog.name}'s pseudocode reads no such register "

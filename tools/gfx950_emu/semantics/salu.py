@@ -1,15 +1,15 @@
 """Scalar ALU (SOP1, SOP2, SOPC, SOPK) and program control (SOPP): the semantics of AMD's
-CDNA4 pseudocode (tinygrad's wheel carries it; tests/test_gfx950_emu_pcode.py compares every
-mnemonic here with it), on Python ints."""
+CDNA4 pseudocode (tinygrad's wheel carries it; tests/test_gfx950_emu_pcode_cross.py
+compares every mnemonic here with it), on Python ints."""
 from __future__ import annotations
 
 import re
 
-from .listing import Label
-from .machine import BARRIER, END
+from ..listing import Label
+from ..registry import check_modifiers, register
+from ..reports import NotImplementedInstruction
+from ..state import BARRIER, END
 from .operands import MASK32, MASK64, scalar_reader, scalar_writer
-from .reports import NotImplementedInstruction
-from .semantics import check_modifiers, register
 
 
 def _s32(x: int) -> int:
@@ -90,29 +90,19 @@ SOPC = {f"s_cmp_{name}_{kind}": (lambda f, signed: (lambda a, b: f(_s32(a), _s32
         for name, f in _CMP.items() for kind in ("u32", "i32")}
 
 
-def _compile_sop2(ins, kernel):
+def _compile_sop(ins, kernel):
+    """SOP1 and SOP2: fn(the sources..., SCC) -> (result, the new SCC or None to keep it)."""
     check_modifiers(ins, set())
-    kinds, width, fn = SOP2[ins.mnemonic]
+    if ins.mnemonic in SOP2:
+        kinds, width, fn = SOP2[ins.mnemonic]
+    else:
+        kind, width, fn = SOP1[ins.mnemonic]
+        kinds = (kind,)
     dst = scalar_writer(ins.operands[0], width)
-    ra = scalar_reader(ins.operands[1], kinds[0])
-    rb = scalar_reader(ins.operands[2], kinds[1])
+    readers = [scalar_reader(operand, kind) for operand, kind in zip(ins.operands[1:], kinds)]
 
     def run(wave):
-        result, scc = fn(ra(wave), rb(wave), wave.scc)
-        dst(wave, result)
-        if scc is not None:
-            wave.scc = scc
-    return run, 1
-
-
-def _compile_sop1(ins, kernel):
-    check_modifiers(ins, set())
-    kind, width, fn = SOP1[ins.mnemonic]
-    dst = scalar_writer(ins.operands[0], width)
-    ra = scalar_reader(ins.operands[1], kind)
-
-    def run(wave):
-        result, scc = fn(ra(wave), wave.scc)
+        result, scc = fn(*[read(wave) for read in readers], wave.scc)
         dst(wave, result)
         if scc is not None:
             wave.scc = scc
@@ -130,8 +120,7 @@ def _compile_sopc(ins, kernel):
     return run, 0
 
 
-register(*SOP2)(_compile_sop2)
-register(*SOP1)(_compile_sop1)
+register(*SOP2, *SOP1)(_compile_sop)
 register(*SOPC)(_compile_sopc)
 
 

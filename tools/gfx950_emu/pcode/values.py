@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import functools
 
-from . import pcode_float as fp
+from . import floats as fp
 
 
 class PcodeTypeError(TypeError):

@@ -1,6 +1,6 @@
 """Shared helpers for the aiter contract tests (no aiter code here, only our checks).
 
-* Signature data: tests/aiter_api/*.json, written by tools/extract_aiter_api.py from
+* Signature data: tools/aiter_api/*.json, written by tools/extract_aiter_api.py from
   aiter's source (the March 2026 commit the leaderboard's call pattern matches, and the
   older PyPI wheel).
 * Call-site finder and binder: parse our source with `ast`, find calls to the recorded
@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-API_DIR = REPO_ROOT / "tests" / "aiter_api"
-# The leaderboard's call pattern matches aiter of March 2026 (see PROBLEM.md).
+API_DIR = REPO_ROOT / "tools" / "aiter_api"
+# The leaderboard's call pattern (its reference.py) matches aiter of March 2026.
 MARCH_API_FILE = API_DIR / "aiter_2ee06ca214.json"
 WHEEL_VERSION = "0.1.7.post2.dev18"
 WHEEL_API_FILE = API_DIR / f"aiter_pypi_{WHEEL_VERSION}.json"

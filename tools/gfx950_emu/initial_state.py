@@ -18,7 +18,8 @@ from __future__ import annotations
 import numpy as np
 
 from .listing import EXEC
-from .machine import POISON, KernelLaunch, Wave
+from .reports import NotImplementedInstruction
+from .state import POISON, KernelLaunch, Wave
 
 
 def mode_register(descriptor: dict) -> int:
@@ -34,7 +35,6 @@ def mode_register(descriptor: dict) -> int:
 
 def check_supported(descriptor: dict) -> None:
     """The kernels this emulator runs: no private segment, no dispatch or queue pointers."""
-    from .reports import NotImplementedInstruction
     unsupported = [key for key in (".amdhsa_user_sgpr_dispatch_ptr", ".amdhsa_user_sgpr_queue_ptr",
                                    ".amdhsa_user_sgpr_dispatch_id", ".amdhsa_enable_private_segment",
                                    ".amdhsa_system_sgpr_workgroup_info", ".amdhsa_uses_dynamic_stack",

@@ -1,4 +1,4 @@
-"""The meaning of the pseudocode: an AST from pcode_lang.py compiled once into Python
+"""The meaning of the pseudocode: an AST from lang.py compiled once into Python
 closures, then run per lane on a Context (the registers, the lane, the register file and
 memory a run may touch, the wave's mode).
 
@@ -6,8 +6,8 @@ Names. A name is one of: a register of the instruction (the operands S0, S1, S2,
 SCC, VCC, EXEC, M0, PC, SIMM16, OPSEL, the memory operands ADDR, DATA, VDATA, ..., laneId,
 and any other name the program reads without assigning: an input); a variable of the
 program (a name it assigns that is not a register, a loop variable, a declared name it
-assigns; lambdas get their own); a lambda; a named constant (pcode_helpers); or a function
-(a helper in pcode_helpers, another instruction such as v_max_i32, or a lambda).
+assigns; lambdas get their own); a lambda; a named constant (helpers); or a function
+(a helper in helpers.py, another instruction such as v_max_i32, or a lambda).
 
 Registers hold bits. A read of a register no input set and nothing wrote is an error; a
 write to one starts it at zero, and the bits each write covers are recorded, so a result
@@ -22,10 +22,10 @@ from __future__ import annotations
 
 import operator
 
-from . import pcode_float as fp
-from . import pcode_helpers as helpers
-from . import pcode_lang as ast
-from .pcode_values import (F64, I32, I64, U1, U32, U64, FloatType, IntType,
+from . import floats as fp
+from . import helpers
+from . import lang as ast
+from .values import (F64, I32, I64, U1, U32, U64, FloatType, IntType,
                            PcodeTypeError, bits_of, boolean, cast_type, common_float_type,
                            common_int_type, int_type, promoted, stored_bits, to_float, truth,
                            type_named, view)

@@ -1,6 +1,7 @@
-"""Small loops whose gfx950 code was checked by hand, for tests/test_gfx950_report.py.
+"""Small loops whose gfx950 code was checked by hand: the calibration of the gfx950 report's
+reader (tests/test_gfx950_report.py holds the counts read off their listings by hand).
 
-    python3 tests/gfx950_small_case.py   (TRITON_INTERPRET unset) -> JSON on stdout
+    python3 -m bench.gfx950_small_cases   (TRITON_INTERPRET unset) -> JSON on stdout
 
 Each case is a loop over tiles accumulating one small product; the JSON holds the record
 bench/gfx950_report.py makes of it (kernel_record), so the test checks the report's own
@@ -12,22 +13,17 @@ test must catch those.
 import json
 import sys
 import time
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT / "bench"), str(ROOT)]
+import torch
+import triton
+import triton.language as tl
+from triton.experimental import gluon
+from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.language.amd import cdna4
 
-import torch  # noqa: E402
-import triton  # noqa: E402
-import triton.language as tl  # noqa: E402
-
-from triton.experimental import gluon  # noqa: E402
-from triton.experimental.gluon import language as gl  # noqa: E402
-from triton.experimental.gluon.language.amd import cdna4  # noqa: E402
-
-import compile_target  # noqa: E402
-import gfx950_report  # noqa: E402
-from submission import KernelCall  # noqa: E402
+from bench import gfx950_report
+from submission import KernelCall
+from tools import compile_target
 
 
 @triton.jit

@@ -8,10 +8,9 @@ import struct
 
 import numpy as np
 
+from ..listing import Const, Operand, Reg
+from ..reports import NotImplementedInstruction
 from . import numerics as nm
-
-from .listing import Const, Operand, Reg
-from .reports import NotImplementedInstruction
 
 U32, U64 = np.uint32, np.uint64
 MASK32 = 0xFFFFFFFF
@@ -137,7 +136,7 @@ def vector_writer(op: Operand, width: int = 32):
 def scalar_writer(op: Operand, width: int = 32):
     """fn(wave, int) writing an SGPR (pair): exec's cached mask follows."""
     i = sgpr_index(op)
-    from .listing import EXEC, M0
+    from ..listing import EXEC, M0
     touches_exec = i <= EXEC + 1 and i + width // 32 > EXEC
     touches_m0 = i <= M0 < i + width // 32
     if width == 64:

@@ -104,25 +104,28 @@ def f16_bits_to_f32(bits16: np.ndarray) -> np.ndarray:
 
 
 # ---- OCP e4m3fn (fp8) and e2m1 (fp4), e8m0 scales ----
-def e4m3_bits_to_f64(code: np.ndarray) -> np.ndarray:
+def _fp8_fields(code: np.ndarray, man_bits: int, bias: int):
+    """(sign as +-1.0, exponent field, mantissa field, the value as a normal or subnormal
+    number) of 8-bit codes with 1 sign, 7 - man_bits exponent and man_bits mantissa bits."""
     code = np.asarray(code, dtype=np.int64) & 0xFF
     sign = np.where(code & 0x80, -1.0, 1.0)
-    exp = (code >> 3) & 0xF
-    man = code & 0x7
-    normal = sign * (1.0 + man / 8.0) * np.exp2(exp - 7.0)
-    sub = sign * (man / 8.0) * 2.0 ** -6
-    value = np.where(exp == 0, sub, normal)
-    return np.where((code & 0x7F) == 0x7F, np.nan, value)
+    exp = (code >> man_bits) & ((1 << (7 - man_bits)) - 1)
+    man = code & ((1 << man_bits) - 1)
+    fraction = man / float(1 << man_bits)
+    normal = sign * (1.0 + fraction) * np.exp2(exp - float(bias))
+    subnormal = sign * fraction * 2.0 ** (1 - bias)
+    return sign, exp, man, np.where(exp == 0, subnormal, normal)
+
+
+def e4m3_bits_to_f64(code: np.ndarray) -> np.ndarray:
+    """e4m3fn: no infinity; S.1111.111 is NaN."""
+    _, exp, man, value = _fp8_fields(code, 3, 7)
+    return np.where((exp == 15) & (man == 7), np.nan, value)
 
 
 def bf8_bits_to_f64(code: np.ndarray) -> np.ndarray:
-    code = np.asarray(code, dtype=np.int64) & 0xFF
-    sign = np.where(code & 0x80, -1.0, 1.0)
-    exp = (code >> 2) & 0x1F
-    man = code & 0x3
-    normal = sign * (1.0 + man / 4.0) * np.exp2(exp - 15.0)
-    sub = sign * (man / 4.0) * 2.0 ** -14
-    value = np.where(exp == 0, sub, normal)
+    """e5m2 (bf8): IEEE-like, exponent 31 holds the infinities and NaNs."""
+    sign, exp, man, value = _fp8_fields(code, 2, 15)
     value = np.where((exp == 31) & (man == 0), sign * np.inf, value)
     return np.where((exp == 31) & (man != 0), np.nan, value)
 

@@ -1,6 +1,6 @@
 """The language of AMD's instruction pseudocode (the CDNA3/CDNA4 ISA guides' per-instruction
 "operation" text, as tinygrad's wheel carries it): a lexer and a recursive-descent parser
-into a small AST. Nothing here evaluates; pcode_eval.py gives the AST its meaning.
+into a small AST. Nothing here evaluates; interpreter.py gives the AST its meaning.
 
 What the language has (every construct of the 1441 CDNA entries that are code):
 - statements, separated by newlines or `;`: assignment (`=`, `+=`, `-=`, `|=`, `&=`, `^=`,

@@ -1,6 +1,7 @@
-"""What the emulator runs: every kernel specialization the autopick offers on an MI355X
-(gfx950, 256 CUs, aiter importable) for the 8 benchmark shapes, each on small inputs of the
-same specialization, checked against an oracle:
+"""What the gfx950 emulator runs: every kernel specialization the autopick offers on an
+MI355X (gfx950, 256 CUs, aiter importable) for the 8 benchmark shapes, each compiled for
+gfx950 as Triton's JIT would compile it (tools/compile_target.py) and run in the emulator
+(tools/gfx950_emu) on small inputs of the same specialization, checked against an oracle:
 
 - a decode launch (the Triton and Gluon forms of both formats, with the split combine it
   uses): exact fp32 attention over the KV format it reads, within the project's verifier
@@ -12,24 +13,21 @@ same specialization, checked against an oracle:
 Each target keeps the offered launch that contains it with the fewest workgroups (its split
 count and combine are that launch's own). A small case must specialize exactly as the
 benchmark launch does (the same JIT cache key): else the run stops with the difference.
-The submission module is whatever `import submission` finds first on sys.path (the
-checkout's, or another copy's: tools/gfx950_emulate.py --submission)."""
+The submission module is whatever `import submission` gives when this module is first
+imported: the checkout's, or another copy (python3 -m tools.gfx950_emulate --submission)."""
 from __future__ import annotations
 
 import dataclasses
 import time
 
+import numpy as np
 import torch
 
-import compile_target as ct
 import reference
 import submission as sub
-
-from .launch import run_calls
-from .listing import ListingError
-from .machine import Machine
-from .memory import GlobalMemory
-from .reports import EmulationStopped, NotImplementedInstruction
+from tools import compile_target as ct
+from tools.gfx950_emu import (CompiledKernel, EmulationStopped, GlobalMemory, ListingError, Machine,
+                              NotImplementedInstruction, build_launch, read_listing)
 
 GFX950 = ct.TARGETS["gfx950"]
 
@@ -133,6 +131,45 @@ def forced_form_calls() -> list:
     return calls
 
 
+# ---- compiling and running a launch ----
+@dataclasses.dataclass
+class CompiledSpecialization(CompiledKernel):
+    """A KernelCall's specialization compiled for gfx950."""
+    identity: tuple = ()     # (module, kernel name, JIT cache key)
+    constexprs: dict = dataclasses.field(default_factory=dict)
+    compile_seconds: float = 0.0
+
+
+_COMPILED: dict = {}
+
+
+def compile_for_gfx950(call) -> CompiledSpecialization:
+    """The gfx950 compile of a KernelCall's specialization (cached per JIT key)."""
+    spec = ct.specialize(call, GFX950)
+    if spec.identity in _COMPILED:
+        return _COMPILED[spec.identity]
+    started = time.perf_counter()
+    compiled = spec.compile()
+    seconds = time.perf_counter() - started
+    result = CompiledSpecialization(spec.kernel.fn.__name__, dict(spec.signature), read_listing(compiled.asm["amdgcn"]),
+                                    int(compiled.metadata.shared), int(compiled.metadata.num_warps),
+                                    spec.identity, spec.constexpr_values(), seconds)
+    _COMPILED[spec.identity] = result
+    return result
+
+
+def run_calls(calls, memory: GlobalMemory | None = None, machine: Machine | None = None):
+    """Runs KernelCalls in order in one emulated memory; returns (machine, [LaunchResult])."""
+    memory = memory or GlobalMemory()
+    machine = machine or Machine(memory)
+    results = []
+    for call in calls:
+        launch = build_launch(call, compile_for_gfx950(call), memory)
+        with np.errstate(all="ignore"):
+            results.append(machine.run(launch))
+    return machine, results
+
+
 # ---- decode launches ----
 def _view_of(tensor: torch.Tensor, views: bool, lead: int = 3) -> torch.Tensor:
     """tensor itself, or an equal copy placed `lead` rows into a larger buffer."""
@@ -183,7 +220,7 @@ def decode_calls(offered, case: Case):
     scratch.part_o.fill_(float("nan"))
     scratch.part_lse.fill_(float("nan"))
     # decode_tails refuses a Gluon launch on a device that cannot run it: it is shown a
-    # "meta" twin of q (the same shape and strides), as bench/compile_target.py compiles.
+    # "meta" twin of q (the same shape and strides), as tools/compile_target.py compiles.
     q_meta = torch.empty_strided(q.shape, q.stride(), dtype=q.dtype, device="meta")
     tails = sub.decode_tails(q_meta, kv, kv_scale, offered.kv_format, 576 ** -0.5, scratch, launch)
     calls = sub.decode_calls((q, kv, kv_scale, qo_indptr, kv_indptr, out), tails, launch)

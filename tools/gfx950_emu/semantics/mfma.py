@@ -21,11 +21,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..listing import Const
+from ..registry import check_modifiers, register
+from ..reports import NotImplementedInstruction
 from . import numerics as nm
-from .listing import Const
 from .operands import U32, vector_reader
-from .reports import NotImplementedInstruction
-from .semantics import check_modifiers, register
 
 # cbsz / blgp codes of the f8f6f4 operands -> (decoder of a [64, bytes] array -> [64, elements], bits an element)
 FORMATS = {0: "fp8", 1: "bf8", 4: "fp4"}

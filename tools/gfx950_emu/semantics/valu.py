@@ -1,6 +1,6 @@
 """Vector ALU: VOP1, VOP2, VOP3, VOPC, VOP3P, with the DPP and SDWA encodings, vectorized
-over the 64 lanes. Each mnemonic's semantics follow AMD's CDNA4 pseudocode (compared lane by
-lane with it in tests/test_gfx950_emu_pcode.py); every write honours EXEC.
+over the 64 lanes. Each mnemonic's semantics follow AMD's CDNA4 pseudocode (compared lane
+by lane with it in tests/test_gfx950_emu_pcode_cross.py); every write honours EXEC.
 
 Operand kinds: b32/u32/i32/f32, 16-bit u16/i16/b16 (the low half; on gfx9 a 16-bit VALU
 result zeroes the high half of its destination), 24-bit u24/i24 (the low 24 bits), 64-bit
@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..listing import Const
+from ..registry import base_mnemonic, check_modifiers, register
+from ..reports import NotImplementedInstruction
+from ..state import pack_mask, unpack_mask
 from . import numerics as nm
-from .listing import Const, Reg
-from .machine import pack_mask, unpack_mask
-from .operands import (MASK32, U32, U64, scalar_writer, sgpr_index, vector_reader, vector_writer, vgpr_row)
-from .reports import NotImplementedInstruction
-from .semantics import base_mnemonic, check_modifiers, register
+from .operands import MASK32, U32, U64, scalar_writer, sgpr_index, vector_reader, vector_writer, vgpr_row
 
 I32, F32 = np.int32, np.float32
 LANES = np.arange(64)
@@ -132,7 +132,7 @@ def div_fixup_f32(s0, s1, s2):
     e1, e2 = _exponent(b1).astype(np.int64), _exponent(b2).astype(np.int64)
     # the last branch, sign_out ? -|S0| : |S0|, with a NaN quotient (an overflowed scaled
     # quotient in the division sequence) giving +-inf: the reading under which the sequence
-    # divides correctly (tools/gfx950_emu/pcode.py READINGS, after AMD's rocjitsu)
+    # divides correctly (tools/gfx950_emu/pcode/oracle.py READINGS, after AMD's rocjitsu)
     out = np.where(np.isnan(f0), U32(0x7F80_0000), f0.view(U32) & U32(0x7FFF_FFFF)) | sign
     inf = U32(0x7F80_0000) | sign
     zero = sign
@@ -627,32 +627,20 @@ def _cndmask(ins, kernel):
     return run, 1
 
 
-@register("v_sub_co_u32")
+@register("v_sub_co_u32", "v_subb_co_u32")
 def _sub_co(ins, kernel):
+    """a - b (v_subb: minus the borrow-in mask, the fifth operand), the borrow out to the
+    second destination (a mask)."""
     check_modifiers(ins, set())
     write = vector_writer(ins.operands[0])
     carry = _mask_writer(_InsView(ins, 1))
     ra, rb = vector_reader(ins.operands[2], "u32"), vector_reader(ins.operands[3], "u32")
+    borrow_in = _mask_reader(ins.operands[4]) if base_mnemonic(ins.mnemonic)[0] == "v_subb_co_u32" else None
 
     def run(wave):
-        a, b = ra(wave), rb(wave)
-        write(wave, a - b)
-        carry(wave, nm.lanes(b > a))
-    return run, 2
-
-
-@register("v_subb_co_u32")
-def _subb_co(ins, kernel):
-    check_modifiers(ins, set())
-    write = vector_writer(ins.operands[0])
-    carry = _mask_writer(_InsView(ins, 1))
-    ra, rb = vector_reader(ins.operands[2], "u32"), vector_reader(ins.operands[3], "u32")
-    cin = _mask_reader(ins.operands[4])
-
-    def run(wave):
-        a, b = ra(wave).astype(np.int64), np.asarray(rb(wave), dtype=np.int64)
-        c = cin(wave).astype(np.int64)
-        r = a - b - c
+        r = np.asarray(ra(wave), dtype=np.int64) - np.asarray(rb(wave), dtype=np.int64)
+        if borrow_in is not None:
+            r = r - borrow_in(wave).astype(np.int64)
         write(wave, (r & MASK32).astype(U32))
         carry(wave, nm.lanes(r < 0))
     return run, 2
@@ -724,7 +712,7 @@ def _div_fmas(ins, kernel):
     the scaling undone within the fma's one rounding: times 2^64 if S2's exponent is above
     127, else 2^-64. (The pseudocode in tinygrad's wheel reads `2.0F ** 32`; the division
     probe of tests/test_gfx950_emu_probes.py and AMD's rocjitsu reject that reading:
-    tools/gfx950_emu/pcode.py READINGS.)"""
+    tools/gfx950_emu/pcode/oracle.py READINGS.)"""
     check_modifiers(ins, set())
     write = vector_writer(ins.operands[0])
     readers = [vector_reader(op, "f32") for op in ins.operands[1:4]]

@@ -1,0 +1,311 @@
+"""Named edits of submission.py's text, all in this one file: deliberate slips that a check must
+catch, and design alternatives measured against the committed code (kind "variant").
+
+Each edit names an anchor, text that occurs in submission.py exactly `count` times (every
+occurrence is replaced). When submission.py changes so that an anchor no longer occurs as
+often, applying the mutant fails with MutantDoesNotApply, naming the mutant and the anchor:
+a check can never silently lose the slip that shows it can fail. Changing submission.py
+means updating the anchors here, nowhere else; tests/test_mutants.py applies every one.
+
+    python3 -m tools.mutants list                          every mutant, and whether it applies
+    python3 -m tools.mutants check NAME [PYTEST_ARGS ...]  do the tests catch it? (CPU)
+    python3 -m tools.mutants check --tests-from COMMIT NAME [PYTEST_ARGS ...]
+    python3 -m tools.mutants write NAME DIR                DIR/submission.py with the mutant
+
+`check` copies the tree (tracked and untracked files, .git left out) to a temporary folder
+(with --tests-from, its tests/, bench/ and tools/ as of COMMIT: what the same slip met before
+a change to the tests), applies the mutant to its submission.py, runs `python3 -m pytest -q
+-p no:cacheprovider PYTEST_ARGS` there and prints pytest's summary. Exit status: 0 when the
+tests FAILED (the slip was caught), 1 when they passed, 2 when the mutant does not apply.
+"""
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+SUBMISSION = ROOT / "submission.py"
+
+
+@dataclasses.dataclass(frozen=True)
+class Edit:
+    anchor: str        # text of submission.py
+    replacement: str
+    count: int = 1     # how often the anchor occurs; every occurrence is replaced
+
+
+@dataclasses.dataclass(frozen=True)
+class Mutant:
+    name: str
+    purpose: str       # what it changes, and for a slip the check that must catch it
+    edits: tuple
+    kind: str = "slip"
+
+
+class MutantDoesNotApply(ValueError):
+    """An anchor of a mutant does not occur in submission.py as often as its edit says."""
+
+
+_MUTANTS = (
+    # ---- outputs wrong by a factor: the verifier and the tests' own checks must see them
+    # (results/2026-12-01-cpu-mutations) ----
+    Mutant("torch_route_x0.9", "every output of the torch route scaled by 0.9 (the verifier's torch bound rejects it)",
+           (Edit("        return self._attend_into(_new_output(q), q, kv_data, qo_indptr, kv_indptr)\n",
+                 "        return self._attend_into(_new_output(q), q, kv_data, qo_indptr, kv_indptr).mul_(0.9)\n"),)),
+    Mutant("triton_route_x0.9", "every output of every Triton form scaled by 0.9",
+           (Edit("        _launch_decode((q, kv, kv_scale, qo_indptr, kv_indptr, out), self.tails, self.launch)\n"
+                 "        return out\n",
+                 "        _launch_decode((q, kv, kv_scale, qo_indptr, kv_indptr, out), self.tails, self.launch)\n"
+                 "        return out.mul_(0.9)\n"),)),
+    Mutant("e4m3_waves_x0.9", "only the fp8 e4m3_waves form scaled by 0.9: within that form's verifier bound (0.11)",
+           (Edit("        _launch_decode((q, kv, kv_scale, qo_indptr, kv_indptr, out), self.tails, self.launch)\n"
+                 "        return out\n",
+                 "        _launch_decode((q, kv, kv_scale, qo_indptr, kv_indptr, out), self.tails, self.launch)\n"
+                 "        return out.mul_(0.9) if self.form == 'e4m3_waves' else out\n"),)),
+    Mutant("a16w8_x0.9", "aiter's a16w8 form scaled by 0.9: within the fp8 format's bound (0.11) it is judged by",
+           (Edit("            reduce_final_map=self.reduce_final_map, reduce_partial_map=self.reduce_partial_map)\n"
+                 "        return out\n",
+                 "            reduce_final_map=self.reduce_final_map, reduce_partial_map=self.reduce_partial_map)\n"
+                 "        return out if self.q_in_fp8 else out.mul_(0.9)\n"),)),
+    Mutant("served_output_x0.9", "the served output scaled by 0.9 after the autopick verified the route: only the "
+                                 "tests' own check against exact attention can see it",
+           (Edit("            return plan.run(q, kv_data, qo_indptr, kv_indptr)\n",
+                 "            return plan.run(q, kv_data, qo_indptr, kv_indptr).mul_(0.9)\n"),)),
+    Mutant("config_checks_dropped", "validate_shapes without its kv_lora_rank and qk_rope_head_dim checks",
+           (Edit('                "kv_lora_rank": V_HEAD_DIM, "qk_rope_head_dim": QK_HEAD_DIM - V_HEAD_DIM,\n', ""),)),
+    Mutant("fallback_loosened", "an unmeasured form judged by the loosest bound of all instead of its format's",
+           (Edit('    return ERROR_BOUNDS[kv_format], f"{kv_format} format bound',
+                 '    return ErrorBound(1.0, 10.0), f"{kv_format} format bound'),)),
+
+    # ---- memory safety: the interpreter's address check and the GPU's fences
+    # (tests/test_memory_safety_interpreter.py, tests/test_memory_safety_gpu.py) ----
+    Mutant("row_clamp_cut_by_one_row",
+           "every form's row clamp cut by one row: the tile rows past a split's end read row hi (one past the "
+           "split's last row) instead of repeating row hi - 1; where a split ends at the KV buffer's last row, that "
+           "is one row past the buffer. The MXFP4 bf16 form masks its loads by row instead of clamping; the Gluon "
+           "MXFP4 form's loads move one row further on than their rows' validity says",
+           (Edit("rows = tl.minimum(tl.arange(0, BLOCK_N), hi - 1 - start)",
+                 "rows = tl.minimum(tl.arange(0, BLOCK_N), hi - start)"),
+            Edit("last_row = tl.minimum(hi - 1 - start, GROUPS * TOKENS - 1)",
+                 "last_row = tl.minimum(hi - start, GROUPS * TOKENS - 1)"),
+            Edit("rows = tl.minimum(start + tl.arange(0, BLOCK_N), hi - 1).to(tl.int64)",
+                 "rows = tl.minimum(start + tl.arange(0, BLOCK_N), hi).to(tl.int64)"),
+            Edit("= _load_mxfp4_blocks(kv_ptr, sc_ptr, rows, row_ok, stride_kv",
+                 "= _load_mxfp4_blocks(kv_ptr, sc_ptr, rows, rows <= hi, stride_kv", 2),
+            Edit("last_row = gl.maximum(hi - 1 - first, 0) * stride_kv",
+                 "last_row = gl.maximum(hi - first, 0) * stride_kv"),
+            Edit("base = _gluon_mxfp4_tile_base(start, hi, BLOCK_N)\n",
+                 "base = _gluon_mxfp4_tile_base(start, hi, BLOCK_N) + 1\n", 2))),
+    Mutant("output_row_shifted_by_one",
+           "every store of the output one row further on: the last sequence's row lands one row past the output "
+           "tensor (also the gfx950 emulator's per-access check, on the Gluon form's in-kernel merge)",
+           (Edit(" _store_rows(out_ptr, q_row, stride_o_tok", " _store_rows(out_ptr, q_row + 1, stride_o_tok", 2),
+            Edit("tl.store(out_ptr + q_row.to(tl.int64) * stride_o_tok",
+                 "tl.store(out_ptr + (q_row + 1).to(tl.int64) * stride_o_tok"),
+            Edit("_gluon_store_rows(out_ptr, q_row, stride_o_tok", "_gluon_store_rows(out_ptr, q_row + 1, stride_o_tok",
+                 2))),
+
+    # ---- the in-kernel combine's release and acquire on gfx950
+    # (bench/combine_release.py, tests/test_combine_release.py, the gfx950 emulator) ----
+    Mutant("combine_counted_by_one_thread",
+           "the count taken by one thread after a barrier on every GPU, as NVIDIA's launches take it: on gfx950 the "
+           "other waves' partial stores may still be in flight at that thread's release, and only its wave acquires",
+           (Edit("return launch.num_warps * 64 if launch.each_thread_releases else 1", "return 1"),)),
+    Mutant("combine_acquire_dropped",
+           "the merging program's acquire dropped (a relaxed decrement): its waves read the partials unordered",
+           (Edit('recorded = gl.atomic_add(counter, -num_splits * arrival, sem="acquire", scope="gpu")',
+                 'recorded = gl.atomic_add(counter, -num_splits * arrival, sem="relaxed", scope="gpu")'),
+            Edit('recorded = tl.atomic_add(counter, -num_splits * arrival, sem="acq_rel", scope="gpu")',
+                 'recorded = tl.atomic_add(counter, -num_splits * arrival, sem="relaxed", scope="gpu")'))),
+    Mutant("combine_released_by_one_thread_a_program",
+           "gfx950's in-kernel combine released by one thread for its program, as on NVIDIA: the emulator reads "
+           "another wave's partials before they are released (a stale global read)",
+           (Edit('each_thread_releases=not arch.startswith("sm_"))', "each_thread_releases=False)"),)),
+
+    # ---- what only the gfx950 emulator runs (tests/test_gfx950_emulator.py) ----
+    Mutant("gluon_ring_reads_the_stage_being_filled",
+           "the Gluon ring's read takes the stage its copies are still filling (an LDS race)",
+           (Edit("            k_nope = nope_ring.index(tile % STAGES)\n", "            k_nope = nope_ring.index(ahead)\n"),
+            Edit("            s = _gluon_scores(q_nope, q_rope, k_nope, rope_ring.index(tile % STAGES), ARCH",
+                 "            s = _gluon_scores(q_nope, q_rope, k_nope, rope_ring.index(ahead), ARCH"))),
+    Mutant("q_e8m0_scale_one_step_off", "Q's e8m0 block scale for mfma_scaled one step off",
+           (Edit("inverse = gl.expand_dims(gl.where(amax_exponent == 255, 255, 254 - scale_bits).to(gl.uint8), 1)",
+                 "inverse = gl.expand_dims(gl.where(amax_exponent == 255, 255, 255 - scale_bits).to(gl.uint8), 1)"),)),
+
+    # ---- gfx950's convert (v_cvt_scalef32_pk_bf16_fp4) as inline asm: the LLVM tie of
+    # tests/test_gfx950_inline_asm.py, and the emulator for the first ----
+    Mutant("convert_op_sel_1_2_swapped",
+           "the Triton wave form's convert with the byte selects (op_sel) of results 1 and 2 swapped; the "
+           "interpreter's tests run the bit-operation decode instead and miss it",
+           (Edit('            "v_cvt_scalef32_pk_bf16_fp4 $1, $4, $5 op_sel:[1,0,0]\\n"\n'
+                 '            "v_cvt_scalef32_pk_bf16_fp4 $2, $4, $5 op_sel:[0,1,0]\\n"',
+                 '            "v_cvt_scalef32_pk_bf16_fp4 $1, $4, $5 op_sel:[0,1,0]\\n"\n'
+                 '            "v_cvt_scalef32_pk_bf16_fp4 $2, $4, $5 op_sel:[1,0,0]\\n"'),)),
+    Mutant("convert_op_sel_0_3_swapped", "every convert block with the byte selects of results 0 and 3 swapped",
+           (Edit('$0, $4, $5\\n"', '$0, $4, $5 op_sel:[1,1,0]\\n"', 2),
+            Edit("$3, $4, $5 op_sel:[1,1,0]", "$3, $4, $5", 2))),
+    Mutant("convert_operands_swapped", "every convert with its word and scale operands swapped",
+           (Edit("$4, $5", "$5, $4", 8),)),
+    Mutant("convert_arguments_swapped", "the Triton convert's word and scale arguments swapped",
+           (Edit("[words, scale]", "[scale, words]"),)),
+    Mutant("convert_scale_not_in_the_exponent", "the Triton convert's scale not shifted into the fp32 exponent",
+           (Edit("<< 23)[:, :, None]", "<< 16)[:, :, None]"),)),
+    Mutant("convert_outputs_not_early_clobber", "every convert block's outputs without '&' (early clobber)",
+           (Edit('"=&v,=&v,=&v,=&v,v,v"', '"=v,=v,=v,=v,v,v"', 2),)),
+    Mutant("convert_line_without_llvm_tie", "an instruction LLVM's convert does not emit added to every block",
+           (Edit('op_sel:[1,1,0]",', 'op_sel:[1,1,0]\\nv_lshrrev_b32 $3, 16, $3",', 2),)),
+    Mutant("gluon_convert_wrong_byte", "a Gluon-style inline asm convert of byte 1 where its result says byte 0",
+           (Edit("def _e2m1_byte_to_pair(",
+                 'def _gluon_pair(w, s):\n    return gl.inline_asm_elementwise("v_cvt_scalef32_pk_bf16_fp4 $0, $1, '
+                 '$2 op_sel:[1,0,0]", "=v,v,v", [w, s << 23], dtype=gl.uint32, is_pure=True, pack=1)\n\n\n'
+                 "def _e2m1_byte_to_pair("),)),
+    Mutant("inline_asm_under_another_name", "the Triton convert called through tl.inline_asm",
+           (Edit("tl.inline_asm_elementwise(", "tl.inline_asm("),)),
+    Mutant("gluon_caller_scale_unshifted", "the Gluon convert's caller passing the scale bytes unshifted",
+           (Edit("_gluon_e2m1_scaled_pairs(words, scales.to(gl.uint32) << 23, ARCH)",
+                 "_gluon_e2m1_scaled_pairs(words, scales.to(gl.uint32), ARCH)"),)),
+    Mutant("gluon_scale_table_unshifted", "the Gluon MXFP4 form's table of V's scales stored unshifted",
+           (Edit("values_smem.store(keys.to(gl.uint32) << 23)", "values_smem.store(keys.to(gl.uint32))"),)),
+
+    # ---- what the MXFP4 Gluon form's choices buy (bench/mxfp4_variants.py) ----
+    Mutant("mxfp4_loads_unpinned",
+           "no barrier pinning the order of a tile's loads (rope codes and scale bytes first, then the nope codes, "
+           "so that each group's store waits only for its own loads)",
+           (Edit("        _gluon_barrier()  # the loop's order of the loads (its waits count on it)\n", ""),
+            Edit("            _gluon_barrier()  # keeps these loads before the codes' (the waits count on that order)\n",
+                 "")), "variant"),
+    Mutant("mxfp4_maxnum_maxima",
+           "the tile's row maxima by maxnum (gl.max, gl.maximum; LLVM quiets each operand first)",
+           (Edit("max_smem.store(gl.reduce(s.reshape([GROUPS, BLOCK_N // GROUPS, 16]), 1, _gluon_max_with_nan))",
+                 "max_smem.store(gl.max(s.reshape([GROUPS, BLOCK_N // GROUPS, 16]), 1))"),
+            Edit("gl.convert_layout(gl.reduce(groups, 0, _gluon_max_with_nan), gl.SliceLayout(0, s.type.layout))",
+                 "gl.convert_layout(gl.max(groups, 0), gl.SliceLayout(0, s.type.layout))"),
+            Edit("m_new = _gluon_max_with_nan(m_i, _gluon_mxfp4_tile_max(s, max_smem, ARCH, GROUPS) * qk_scale)",
+                 "m_new = gl.maximum(m_i, _gluon_mxfp4_tile_max(s, max_smem, ARCH, GROUPS) * qk_scale)")), "variant"),
+    Mutant("mxfp4_v_scales_shifted_where_read",
+           "V's scale bytes shifted into the fp32 exponent by each reading lane (32 a tile) rather than once when "
+           "stored (8 a tile)",
+           (Edit("values_smem.store(keys.to(gl.uint32) << 23)", "values_smem.store(keys.to(gl.uint32))"),
+            Edit("p0, p1, p2, p3 = _gluon_e2m1_scaled_pairs(words, _gluon_word_scales(words, scales), ARCH)",
+                 "p0, p1, p2, p3 = _gluon_e2m1_pairs(words, _gluon_word_scales(words, scales), ARCH)")), "variant"),
+)
+MUTANTS = {mutant.name: mutant for mutant in _MUTANTS}
+assert len(MUTANTS) == len(_MUTANTS), "two mutants share a name"
+
+
+def mutated_source(name: str, text: str | None = None) -> str:
+    """submission.py's text (or `text`) with the mutant `name` applied."""
+    mutant = MUTANTS[name]
+    text = SUBMISSION.read_text() if text is None else text
+    for edit in mutant.edits:
+        found = text.count(edit.anchor)
+        if found != edit.count:
+            raise MutantDoesNotApply(f"mutant {name}: its anchor {edit.anchor!r} occurs {found} times in submission.py, "
+                                     f"its edit expects {edit.count} (update the anchor in tools/mutants.py)")
+        text = text.replace(edit.anchor, edit.replacement)
+    return text
+
+
+def write_mutant(name: str, directory: Path, filename: str = "submission.py") -> Path:
+    """The mutant's source written to directory/filename (Triton reads a kernel's source from
+    its module's file, so a mutant is imported from a file of its own)."""
+    path = Path(directory) / filename
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(mutated_source(name))
+    return path
+
+
+def import_submission(path: Path, module_name: str = "submission"):
+    """The copy of submission.py at `path` imported as `module_name` (into sys.modules, so
+    that a later `import submission`, by tools/compile_target.py say, finds that copy)."""
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def import_mutant(name: str, directory: Path, module_name: str):
+    """The mutant written to directory/<module_name>.py and imported under that name."""
+    return import_submission(write_mutant(name, directory, f"{module_name}.py"), module_name)
+
+
+def tree_files() -> list[str]:
+    """The checkout's files: tracked, and untracked ones git does not ignore."""
+    listed = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard"], cwd=ROOT,
+                            capture_output=True, text=True, check=True).stdout.split("\n")
+    return [name for name in listed if name and (ROOT / name).is_file()]
+
+
+def copy_tree(destination: Path, name: str | None = None, tests_from: str | None = None) -> Path:
+    """The checkout copied to `destination` with the mutant `name` (if any) applied to its
+    submission.py; with tests_from, its tests/, bench/ and tools/ as of that commit."""
+    for relative in tree_files():
+        (destination / relative).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(ROOT / relative, destination / relative)
+    if tests_from:
+        folders = ("tests", "bench", "tools")
+        for folder in folders:
+            shutil.rmtree(destination / folder, ignore_errors=True)
+        archive = subprocess.run(["git", "archive", tests_from, *folders], cwd=ROOT, capture_output=True,
+                                 check=True).stdout
+        subprocess.run(["tar", "-x", "-C", str(destination)], input=archive, check=True)
+    if name is not None:
+        (destination / "submission.py").write_text(mutated_source(name))
+    return destination
+
+
+def check(name: str, pytest_args: list[str], tests_from: str | None = None) -> int:
+    """Whether the tests catch the mutant: 0 caught, 1 not caught."""
+    with tempfile.TemporaryDirectory(prefix=f"mutant_{name}_") as folder:
+        copy = copy_tree(Path(folder), name, tests_from)
+        proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *pytest_args],
+                              cwd=copy, capture_output=True, text=True)
+    lines = proc.stdout.strip().split("\n")
+    reasons = [line for line in lines if line.startswith("E   ")][:4]  # the first assertion messages
+    summary = [line for line in lines if line.startswith(("FAILED", "ERROR"))] + reasons + lines[-1:]
+    print(f"mutant {name}{f' (tests of {tests_from})' if tests_from else ''}: pytest {' '.join(pytest_args)}")
+    print("\n".join(summary))
+    caught = proc.returncode != 0
+    print(f"=> {'CAUGHT' if caught else 'NOT CAUGHT'} (pytest exit status {proc.returncode})")
+    return 0 if caught else 1
+
+
+def main(argv: list[str]) -> int:
+    usage = __doc__.split("\n\n")[2]
+    if not argv or argv[0] not in ("list", "check", "write"):
+        print(usage, file=sys.stderr)
+        return 2
+    command, rest = argv[0], argv[1:]
+    if command == "list":
+        for mutant in MUTANTS.values():
+            try:
+                mutated_source(mutant.name)
+                state = "applies"
+            except MutantDoesNotApply as error:
+                state = f"DOES NOT APPLY: {error}"
+            print(f"{mutant.name} ({mutant.kind}): {mutant.purpose}; {state}")
+        return 0
+    tests_from = None
+    if command == "check" and rest[:1] == ["--tests-from"]:
+        tests_from, rest = rest[1], rest[2:]
+    if not rest or rest[0] not in MUTANTS or (command == "write" and len(rest) != 2):
+        print(usage, file=sys.stderr)
+        return 2
+    try:
+        if command == "write":
+            print(write_mutant(rest[0], Path(rest[1])))
+            return 0
+        return check(rest[0], rest[1:], tests_from)
+    except MutantDoesNotApply as error:
+        print(error, file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
