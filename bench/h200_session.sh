@@ -7,7 +7,7 @@
 #       # reference.py and task.py, same POPCORN_SEED; the per-shape comparison
 #       # (bench/compare_protocol.py); the autopick's clock against the leaderboard's
 #       # (bench/clock_check.py). Needs dev_scratch/upstream_harness: run
-#       # `bash tools/copy_upstream_harness.sh` first and carry that folder with the call.
+#       # `bash tools/copy_upstream_harness.sh MIRROR_GIT_DIR` first and carry that folder with the call.
 #   OUT=dir bash bench/h200_session.sh routes    # each route forced, leaderboard mode;
 #                                                # GPU robustness cases
 #   OUT=dir bash bench/h200_session.sh forms     # the gfx950 wave forms forced (the H200 can
@@ -71,7 +71,7 @@ harness)
 compare)
     upstream=dev_scratch/upstream_harness
     if [ ! -f $upstream/eval.py ] || [ ! -f $upstream/utils.py ]; then
-        echo "no $upstream: run tools/copy_upstream_harness.sh and carry that folder" >&2
+        echo "no $upstream: run tools/copy_upstream_harness.sh MIRROR_GIT_DIR and carry that folder" >&2
         exit 2
     fi
     seed=${POPCORN_SEED:-20261201}
