@@ -1,0 +1,171 @@
+"""Is every offered kernel specialization, Triton and Gluon, compiled to the same machine code
+at two commits, with the installed Triton?
+
+    python3 bench/code_unchanged.py OLD [NEW] [--save DIR [--save-only]]
+
+OLD and NEW are commits (NEW defaults to this checkout's working tree) or JSON files that an
+earlier run saved with --save. Each tree is extracted with git archive into a temporary
+folder and, in a subprocess (TRITON_INTERPRET unset, an empty Triton cache), every launch that
+bench/compile_target.py finds offered for the 8 benchmark shapes is specialized as Triton's
+JIT would: on gfx950 (AMDGCN) the Triton routes' decode and combine launches, Triton and Gluon
+forms, and the aiter route's Triton launches (Q quantizer, kv_indptr guards); on sm_90 (PTX)
+the Triton routes' launches. Each distinct specialization is compiled once.
+
+The two trees' offers are compared position by position (route, format, shape, rank, the
+launch's fields both trees have), and each launch's kernels pairwise by their code: the
+text before the first debug section, without .loc / .file lines (the debug information
+holds file paths and line numbers). Kernels are matched by the launch that offers them, not by
+their constexprs, so a renamed constexpr does not hide a change of code or fake one. Prints
+one line a distinct pair of kernels (the first lines of any difference), then a summary;
+exit status 1 on any difference.
+"""
+from __future__ import annotations
+
+import argparse
+import difflib
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# Run inside the tree being compiled (compile_target lives in bench/ or tools/ by commit).
+DUMP = r"""
+import dataclasses, json, sys, tempfile
+sys.path[:0] = ["bench", "tools", "."]
+import compile_target
+from triton import knobs
+
+def plain(value):
+    return value if isinstance(value, (bool, int, float, str, type(None))) else str(value)
+
+dump = {}
+for arch, kind in (("gfx950", "amdgcn"), ("sm_90", "ptx")):
+    target = compile_target.TARGETS[arch]
+    offered, kernels, keys = [], {}, {}
+    with tempfile.TemporaryDirectory() as cache:
+        knobs.cache.dir = cache
+        for launch in compile_target.offered_launches(arch, with_aiter=arch == "gfx950"):
+            used = []
+            for call in launch.calls:
+                spec = compile_target.specialize(call, target)
+                if spec.identity not in keys:
+                    keys[spec.identity] = str(len(keys))
+                    kernels[keys[spec.identity]] = {
+                        "kernel": spec.kernel.fn.__name__, "language": spec.language,
+                        "constexprs": {k: plain(v) for k, v in spec.constexpr_values().items()},
+                        "options": {k: plain(v) for k, v in spec.non_default_options().items()},
+                        "code": spec.compile().asm[kind]}
+                used.append(keys[spec.identity])
+            fields = launch.launch if isinstance(launch.launch, dict) else dataclasses.asdict(launch.launch)
+            offered.append({"route": launch.route, "kv_format": launch.kv_format, "batch": launch.batch,
+                            "kv_len": launch.kv_len, "rank": launch.rank,
+                            "launch": {k: plain(v) for k, v in fields.items()}, "kernels": used})
+    dump[arch] = {"offered": offered, "kernels": kernels}
+json.dump(dump, sys.stdout)
+"""
+
+
+def compiled_code(tree: Path) -> dict:
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    proc = subprocess.run([sys.executable, "-c", DUMP], cwd=tree, env=env, capture_output=True, text=True,
+                          timeout=6 * 3600)
+    if proc.returncode != 0:
+        raise SystemExit(f"compiling in {tree} failed:\n{proc.stderr[-3000:]}")
+    return json.loads(proc.stdout)
+
+
+def compiled_at(commit: str) -> dict:
+    if Path(commit).is_file():
+        return json.loads(Path(commit).read_text())
+    with tempfile.TemporaryDirectory() as folder:
+        archive = subprocess.run(["git", "archive", commit], cwd=ROOT, capture_output=True, check=True).stdout
+        subprocess.run(["tar", "-x", "-C", folder], input=archive, check=True)
+        return compiled_code(Path(folder))
+
+
+def code_lines(text: str) -> list:
+    text = re.split(r"\n\s*\.section\s*\.?debug", text)[0]
+    return [line for line in text.splitlines() if not line.strip().startswith((".loc", ".file"))]
+
+
+def describe(kernel: dict) -> str:
+    shown = ",".join(f"{k}={v}" for k, v in kernel["constexprs"].items())
+    options = ",".join(f"{k}={v}" for k, v in kernel["options"].items())
+    return f"{kernel['kernel']}[{shown}][{options}]"
+
+
+def compare(old: dict, new: dict, old_name: str, new_name: str) -> int:
+    """Prints the comparison; returns the number of differences."""
+    different = 0
+    for arch in sorted(set(old) | set(new)):
+        if arch not in old or arch not in new:
+            print(f"{arch}: only at {old_name if arch in old else new_name}")
+            different += 1
+            continue
+        a, b = old[arch], new[arch]
+        if len(a["offered"]) != len(b["offered"]):
+            print(f"{arch}: {len(a['offered'])} launches offered at {old_name}, {len(b['offered'])} at {new_name}")
+            different += 1
+        pairs = {}
+        for x, y in zip(a["offered"], b["offered"]):
+            where = f"{x['route']} {x['batch']}x{x['kv_len']} rank {x['rank']}"
+            for field in ("route", "kv_format", "batch", "kv_len", "rank"):
+                if x[field] != y[field]:
+                    print(f"{arch}: offer {where}: {field} {x[field]!r} -> {y[field]!r}")
+                    different += 1
+            changed = {k: (x["launch"][k], y["launch"][k]) for k in set(x["launch"]) & set(y["launch"])
+                       if x["launch"][k] != y["launch"][k]}
+            if changed:
+                print(f"{arch}: offer {where}: launch fields changed {changed}")
+                different += 1
+            if len(x["kernels"]) != len(y["kernels"]):
+                print(f"{arch}: offer {where}: {len(x['kernels'])} kernels -> {len(y['kernels'])}")
+                different += 1
+            for key_a, key_b in zip(x["kernels"], y["kernels"]):
+                pairs.setdefault((key_a, key_b), where)
+        for (key_a, key_b), where in sorted(pairs.items(), key=lambda item: int(item[0][1])):
+            ka, kb = a["kernels"][key_a], b["kernels"][key_b]
+            diff = list(difflib.unified_diff(code_lines(ka["code"]), code_lines(kb["code"]), lineterm="", n=0))
+            if ka["options"] != kb["options"]:
+                diff.insert(0, f"options {ka['options']} -> {kb['options']}")
+            print(f"{arch} {'same' if not diff else 'DIFFERENT'} ({len(code_lines(kb['code']))} lines): "
+                  f"{describe(kb)} (first offered: {where})")
+            different += bool(diff)
+            for line in diff[:30]:
+                print("   ", line)
+        print(f"{arch}: {len(b['offered'])} launches offered, {len(pairs)} distinct kernel pairs, "
+              f"{len(b['kernels'])} distinct kernels at {new_name}")
+    return different
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("old", help="a commit, or a JSON file saved by --save")
+    parser.add_argument("new", nargs="?", help="a commit or a saved JSON file (default: this working tree)")
+    parser.add_argument("--save", type=Path, help="write each side's compiled code to DIR/<name>.json")
+    parser.add_argument("--save-only", action="store_true", help="with --save: compile OLD, save it, compare nothing")
+    args = parser.parse_args()
+    old = compiled_at(args.old)
+    if args.save_only:
+        args.save.mkdir(parents=True, exist_ok=True)
+        (args.save / f"{args.old}.json").write_text(json.dumps(old))
+        return 0
+    new = compiled_at(args.new) if args.new else compiled_code(ROOT)
+    new_name = args.new or "the working tree"
+    if args.save:
+        args.save.mkdir(parents=True, exist_ok=True)
+        for name, dump in ((args.old, old), (args.new or "working-tree", new)):
+            if not Path(name).is_file():
+                (args.save / f"{name}.json").write_text(json.dumps(dump))
+    different = compare(old, new, args.old, new_name)
+    print(f"{different} difference(s) between {args.old} and {new_name}")
+    return 1 if different else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
