@@ -8,12 +8,14 @@ with TRITON_INTERPRET=1 and once without, submission.triton_launch_candidates is
 both formats over a grid of batches, lengths, device sizes and architectures ("gfx950",
 "sm_90", "sm_80", "gfx942", "" for no GPU), offered freely and with each form forced; each
 answer is the launches' fields and the autopick's label of each, or the error raised.
-Prints each differing answer and a count; exit status 1 on any difference. CPU only, a
-minute or two.
+Prints each differing answer (the first 40) and the counts: answers whose launches or errors
+differ, and answers whose labels alone differ; exit status 1 on any difference of launches
+or errors, 2 on labels alone. CPU only, a minute or two.
 """
 from __future__ import annotations
 
 import json
+import re
 import os
 import subprocess
 import sys
@@ -84,16 +86,29 @@ def main() -> int:
     new_name = sys.argv[2] if len(sys.argv) == 3 else "the working tree"
     old = answers_at(old_name)
     new = answers_at(sys.argv[2]) if len(sys.argv) == 3 else answers_in(ROOT)
-    different = 0
+    different, labels = 0, {}
     for key in sorted(set(old) | set(new)):
-        if old.get(key) != new.get(key):
-            different += 1
-            if different <= 40:
-                print(f"{key}:\n  {old_name}: {old.get(key)}\n  {new_name}: {new.get(key)}")
+        a, b = old.get(key), new.get(key)
+        if a == b:
+            continue
+        if isinstance(a, list) and isinstance(b, list) and [x for x, _ in a] == [x for x, _ in b]:
+            for (_, label_a), (_, label_b) in zip(a, b):
+                if label_a != label_b:
+                    labels.setdefault((label_a, label_b), key)
+            continue
+        different += 1
+        if different <= 40:
+            print(f"{key}:\n  {old_name}: {a}\n  {new_name}: {b}")
     offered = sum(isinstance(v, list) for v in new.values())
     print(f"{len(new)} questions ({offered} answered with candidates, {len(new) - offered} with an error); "
-          f"{different} answer(s) differ between {old_name} and {new_name}")
-    return 1 if different else 0
+          f"{different} answer(s) differ in their launches or errors between {old_name} and {new_name}")
+    changes = set()
+    for a, b in labels:  # the label's parts that changed, e.g. form=waves_cvt -> form=waves,hw_convert
+        parts_a, parts_b = re.split(r"[\[\],]", a), re.split(r"[\[\],]", b)
+        changes.add((",".join(p for p in parts_a if p not in parts_b), ",".join(p for p in parts_b if p not in parts_a)))
+    print(f"{len(labels)} distinct label(s) differ with the launches equal" + (
+        "; the changed parts: " + "; ".join(f"{a!r} -> {b!r}" for a, b in sorted(changes)) if labels else ""))
+    return 1 if different else 2 if labels else 0
 
 
 if __name__ == "__main__":

@@ -13,8 +13,9 @@ the Triton routes' launches. Each distinct specialization is compiled once.
 
 The two trees' offers are compared position by position (route, format, shape, rank, the
 launch's fields both trees have), and each launch's kernels pairwise by their code: the
-text before the first debug section, without .loc / .file lines (the debug information
-holds file paths and line numbers). Kernels are matched by the launch that offers them, not by
+text before the first debug section, without .loc / .file lines and the labels that only
+mark inlined functions' ranges for the debugger (.Ltmp<n>: / $L__tmp<n>:): the debug
+information holds file paths, line numbers and the functions a kernel inlined. Kernels are matched by the launch that offers them, not by
 their constexprs, so a renamed constexpr does not hide a change of code or fake one. Prints
 one line a distinct pair of kernels (the first lines of any difference), then a summary;
 exit status 1 on any difference.
@@ -88,9 +89,38 @@ def compiled_at(commit: str) -> dict:
         return compiled_code(Path(folder))
 
 
+# Lines of debug information, not code: source locations, and the labels that mark where an
+# inlined function's instructions begin and end (.Ltmp<n> in AMDGCN, $L__tmp<n> in PTX).
+_DEBUG_LINE = re.compile(r"\s*(\.loc\b|\.file\b|\.Ltmp\d+:\s*$|\$L__tmp\d+:\s*$)")
+
+
 def code_lines(text: str) -> list:
     text = re.split(r"\n\s*\.section\s*\.?debug", text)[0]
-    return [line for line in text.splitlines() if not line.strip().startswith((".loc", ".file"))]
+    return [line for line in text.splitlines() if not _DEBUG_LINE.match(line)]
+
+
+def without_register_names(lines: list) -> list:
+    """The lines with every register name (AMDGCN v7, s[2:3], a4; PTX %r12, %rd3, %p1) as R."""
+    return [re.sub(r"%[a-z]+\d+|\b[vsa]\d+\b|\b[vsa]\[\d+:\d+\]", "R", line) for line in lines]
+
+
+def what_differs(arch: str, old_code: str, new_code: str) -> str:
+    """How far a difference goes: the lines that differ once register names are set aside,
+    and on gfx950 whether the main loop (bench/amdgcn.py's) is the same but for them."""
+    old, new = without_register_names(code_lines(old_code)), without_register_names(code_lines(new_code))
+    changed = [line for line in difflib.unified_diff(old, new, lineterm="", n=0)
+               if line[:1] in "+-" and line[:3] not in ("+++", "---")]
+    summary = f"{len(changed)} line(s) differ with register names set aside"
+    if arch == "gfx950":
+        sys.path.insert(0, str(ROOT / "bench"))
+        import amdgcn
+        loops = [amdgcn.main_loop(code) for code in (old_code, new_code)]
+        if all(loop is not None for loop in loops):
+            same = without_register_names([f"{m} {o}" for m, o in loops[0]]) == without_register_names(
+                [f"{m} {o}" for m, o in loops[1]])
+            summary += f"; main loop {len(loops[0])} -> {len(loops[1])} instructions, " + (
+                "the same but for register names" if same else "DIFFERENT")
+    return summary
 
 
 def describe(kernel: dict) -> str:
@@ -136,6 +166,8 @@ def compare(old: dict, new: dict, old_name: str, new_name: str) -> int:
             print(f"{arch} {'same' if not diff else 'DIFFERENT'} ({len(code_lines(kb['code']))} lines): "
                   f"{describe(kb)} (first offered: {where})")
             different += bool(diff)
+            if diff:
+                print("    " + what_differs(arch, ka["code"], kb["code"]))
             for line in diff[:30]:
                 print("   ", line)
         print(f"{arch}: {len(b['offered'])} launches offered, {len(pairs)} distinct kernel pairs, "

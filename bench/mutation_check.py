@@ -27,15 +27,11 @@ MUTATIONS = {
     "torch_route_x0.9": [("        return self._attend_into(_new_output(q), q, kv_data, qo_indptr, kv_indptr)\n",
                           "        return self._attend_into(_new_output(q), q, kv_data, qo_indptr, kv_indptr).mul_(0.9)\n")],
     # Every output of every Triton form scaled by 0.9.
-    "triton_route_x0.9": [("        _launch_decode((q, kv, kv_scale, qo_indptr, kv_indptr, out), self.tails, self.launch)\n"
-                           "        return out\n",
-                           "        _launch_decode((q, kv, kv_scale, qo_indptr, kv_indptr, out), self.tails, self.launch)\n"
-                           "        return out.mul_(0.9)\n")],
+    "triton_route_x0.9": [("            call.launch()\n        return out\n",
+                           "            call.launch()\n        return out.mul_(0.9)\n")],
     # Only the fp8 e4m3_waves form scaled by 0.9: within that form's verifier bound (0.11).
-    "e4m3_waves_x0.9": [("        _launch_decode((q, kv, kv_scale, qo_indptr, kv_indptr, out), self.tails, self.launch)\n"
-                         "        return out\n",
-                         "        _launch_decode((q, kv, kv_scale, qo_indptr, kv_indptr, out), self.tails, self.launch)\n"
-                         "        return out.mul_(0.9) if self.form == 'e4m3_waves' else out\n")],
+    "e4m3_waves_x0.9": [("            call.launch()\n        return out\n",
+                         "            call.launch()\n        return out.mul_(0.9) if self.form == 'e4m3_waves' else out\n")],
     # aiter's a16w8 form scaled by 0.9: within the fp8 format's bound (0.11) that form is judged by.
     "a16w8_x0.9": [("            reduce_final_map=self.reduce_final_map, reduce_partial_map=self.reduce_partial_map)\n"
                     "        return out\n",

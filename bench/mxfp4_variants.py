@@ -20,8 +20,8 @@ VARIANTS = {
     # so that each group's store waits only for its own loads; the barrier keeps the
     # scheduler from reordering them (the loop's waits are counted on that order).
     "no barrier pinning the loads' order": [
-        ("        _gluon_barrier()  # the loop's order of the loads (its waits count on it)\n", ""),
-        ("            _gluon_barrier()  # keeps these loads before the codes' (the waits count on that order)\n",
+        ("    _gluon_barrier()  # the loop's order of the loads (its waits count on it)\n", ""),
+        ("        _gluon_barrier()  # keeps these loads before the codes' (the waits count on that order)\n",
          "")],
     # The tile's row maxima by maxnum (Triton's default max): LLVM quiets each operand first.
     "maxnum maxima (gl.max, gl.maximum)": [

@@ -59,14 +59,14 @@ EMULATED_PINNED_CODE = ("the gfx950 emulator on compiled kernels (written for th
 
 
 def runnable_forms(kv_format: str) -> list[str]:
-    """Every kernel form of kv_format that runs on the device under test: each Triton form
-    compiles on every GPU (gfx950's convert instruction is a launch choice,
+    """The name of every kernel form of kv_format that runs on the device under test: each
+    Triton form compiles on every GPU (gfx950's convert instruction is a launch choice,
     TritonLaunch.hw_convert, not a form of its own); a Gluon form runs where Gluon imports
     on gfx950 or NVIDIA sm_80+, never under the interpreter or on a CPU."""
     import submission
     arch = submission._device_sms_and_arch(DEVICE)[1]
-    return [form for form in submission.KERNEL_FORMS[kv_format]
-            if form not in submission._GLUON_FORMS or submission.gluon_forms_here(arch)]
+    return [form.name for form in submission.forms_of(kv_format)
+            if form.language != "gluon" or submission.gluon_forms_here(arch)]
 
 
 def interpreted_forms(kv_format: str) -> tuple:
@@ -74,7 +74,7 @@ def interpreted_forms(kv_format: str) -> tuple:
     Gluon forms do not run under TRITON_INTERPRET=1 (Gluon asks for a GPU driver): their
     NVIDIA twin runs on a GPU, and their gfx950 code is compiled on a CPU."""
     import submission
-    return tuple(form for form in submission.KERNEL_FORMS[kv_format] if form not in submission._GLUON_FORMS)
+    return tuple(form.name for form in submission.forms_of(kv_format) if form.language != "gluon")
 
 
 # A subprocess that must see no GPU (eval.py's protocol, run as on a CPU machine): CUDA

@@ -7,6 +7,7 @@ submission.py that every other CPU test lets through, each caught here.
 
 No AMD GPU runs any of this: compile for gfx950 on the CPU, emulate."""
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -47,37 +48,41 @@ def test_every_benchmark_shape_offers_both_formats_decodes_and_the_aiter_guards(
     names = {name for t in TARGETS for name in [t.kernels[t.call_index]]}
     assert {"_mla_decode_gluon_kernel", "_mla_decode_kernel", "_combine_splits_kernel", "_q_fp8_quantize_kernel",
             "_kv_lengths_check_kernel", "_kv_indptr_compare_kernel"} <= names, names
-    forms = {t.label.split("'KV_FORM': '")[1].split("'")[0] for t in TARGETS if "KV_FORM" in t.label}
-    assert {"fp8_gluon", "fp8_e4m3_waves", "mxfp4_gluon", "mxfp4_waves_cvt"} <= forms, forms
+    forms = {match.groups() for t in TARGETS
+             if (match := re.search(r"'KV_FORMAT': '(\w+)', 'FORM': '(\w+)', 'HW_CONVERT': (\w+)", t.label))}
+    forms |= {(*match.groups(), "-") for t in TARGETS
+              if (match := re.search(r"'KV_FORMAT': '(\w+)', 'FORM': '(gluon)'", t.label))}
+    assert {("fp8", "gluon", "-"), ("fp8", "e4m3_waves", "False"), ("mxfp4", "gluon", "-"),
+            ("mxfp4", "waves", "True")} <= forms, forms
 
 
 # ---- mutants: (name, [(original, mutated, count)], --only filter, text the run must report) ----
 MUTANTS = {
     # (also caught by tests/test_gfx950_inline_asm.py, which reads the template against LLVM;
     # the interpreter's tests run the bit-operation decode instead and miss it)
-    "the Triton wave form's convert with op_sel of bytes 1 and 2 swapped": (
-        [('            "v_cvt_scalef32_pk_bf16_fp4 $1, $4, $5 op_sel:[1,0,0]\\n"\n'
-          '            "v_cvt_scalef32_pk_bf16_fp4 $2, $4, $5 op_sel:[0,1,0]\\n"',
-          '            "v_cvt_scalef32_pk_bf16_fp4 $1, $4, $5 op_sel:[0,1,0]\\n"\n'
-          '            "v_cvt_scalef32_pk_bf16_fp4 $2, $4, $5 op_sel:[1,0,0]\\n"', 1)],
-        "'KV_FORM': 'mxfp4_waves_cvt', 'SPLIT': False", "sequence rms"),
+    "the convert's text (the Triton wave form's, run here) with op_sel of bytes 1 and 2 swapped": (
+        [('"v_cvt_scalef32_pk_bf16_fp4 $1, $4, $5 op_sel:[1,0,0]\\n"\n'
+          '                                 "v_cvt_scalef32_pk_bf16_fp4 $2, $4, $5 op_sel:[0,1,0]\\n"',
+          '"v_cvt_scalef32_pk_bf16_fp4 $1, $4, $5 op_sel:[0,1,0]\\n"\n'
+          '                                 "v_cvt_scalef32_pk_bf16_fp4 $2, $4, $5 op_sel:[1,0,0]\\n"', 1)],
+        "'FORM': 'waves', 'HW_CONVERT': True, 'SPLIT': False", "sequence rms"),
     "the Gluon ring's read takes the stage still being filled": (
-        [("            k_nope = nope_ring.index(tile % STAGES)\n",
-          "            k_nope = nope_ring.index(ahead)\n", 1),
-         ("            s = _gluon_scores(q_nope, q_rope, k_nope, rope_ring.index(tile % STAGES), ARCH",
-          "            s = _gluon_scores(q_nope, q_rope, k_nope, rope_ring.index(ahead), ARCH", 1)],
-        "'KV_FORM': 'fp8_gluon', 'SPLIT': False", "lds race"),
+        [("        k_nope = nope_ring.index(tile % STAGES)\n",
+          "        k_nope = nope_ring.index(ahead)\n", 1),
+         ("        s = _gluon_scores(q_nope, q_rope, k_nope, rope_ring.index(tile % STAGES), ARCH",
+          "        s = _gluon_scores(q_nope, q_rope, k_nope, rope_ring.index(ahead), ARCH", 1)],
+        "'KV_FORMAT': 'fp8', 'FORM': 'gluon', 'SPLIT': False", "lds race"),
     "Q's e8m0 block scale for mfma_scaled one step off": (
-        [("inverse = gl.expand_dims(gl.where(amax_exponent == 255, 255, 254 - scale_bits).to(gl.uint8), 1)",
-          "inverse = gl.expand_dims(gl.where(amax_exponent == 255, 255, 255 - scale_bits).to(gl.uint8), 1)", 1)],
-        "'KV_FORM': 'mxfp4_gluon', 'SPLIT': False", "sequence rms"),
+        [("inverse = gl.expand_dims(_gluon_e8m0_of(q_inverse), 1)",
+          "inverse = gl.expand_dims(_gluon_e8m0_of(q_inverse) + 1, 1)", 1)],
+        "'KV_FORMAT': 'mxfp4', 'FORM': 'gluon', 'SPLIT': False", "sequence rms"),
     "the in-kernel combine's release by one thread for its program (the scheme before the fix)": (
         [("each_thread_releases=not arch.startswith(\"sm_\"))", "each_thread_releases=False)", 1)],
-        "'KV_FORM': 'mxfp4_gluon', 'SPLIT': True, 'COMBINE_IN_KERNEL': True", "stale global read"),
+        "'KV_FORMAT': 'mxfp4', 'FORM': 'gluon', 'SPLIT': True, 'COMBINE_IN_KERNEL': True", "stale global read"),
     "the in-kernel merge's output row shifted by one": (
-        [("                    _gluon_store_rows(out_ptr, q_row, stride_o_tok, stride_o_head, merged)",
-          "                    _gluon_store_rows(out_ptr, q_row + 1, stride_o_tok, stride_o_head, merged)", 1)],
-        "'KV_FORM': 'fp8_gluon', 'SPLIT': True, 'COMBINE_IN_KERNEL': True", "out of bounds"),
+        [("                _gluon_store_rows(out_ptr, q_row, stride_o_tok, stride_o_head, merged)",
+          "                _gluon_store_rows(out_ptr, q_row + 1, stride_o_tok, stride_o_head, merged)", 1)],
+        "'KV_FORMAT': 'fp8', 'FORM': 'gluon', 'SPLIT': True, 'COMBINE_IN_KERNEL': True", "out of bounds"),
 }
 
 
@@ -117,7 +122,7 @@ def test_every_form_forced_on_an_mi355x_reads_in_the_emulator():
     for kv_format, form, call in cases.forced_form_calls():
         machine.compile(emu.compile_for_gfx950(call).listing)
         read.add((kv_format, form))
-    assert read == {(f, form) for f, forms in sub.KERNEL_FORMS.items() for form in forms}
+    assert read == {(form.kv_format, form.name) for form in sub.KERNEL_FORMS}
 
 
 def test_a_listing_the_emulator_cannot_read_fails_by_name(monkeypatch):

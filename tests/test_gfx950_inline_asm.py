@@ -200,8 +200,25 @@ def _innermost_function(target: ast.AST, tree: ast.AST):
     return best
 
 
+def _module_constant(tree: ast.AST, name: str):
+    """The literal a module-level `name = <literal>` or `name = tl.constexpr(<literal>)`
+    assigns (the asm text both kernel languages share), or None."""
+    for node in getattr(tree, "body", []):
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in node.targets):
+            value = node.value
+            if isinstance(value, ast.Call) and len(value.args) == 1 and ast.unparse(value.func).endswith("constexpr"):
+                value = value.args[0]
+            try:
+                return ast.literal_eval(value)
+            except ValueError:
+                return None
+    return None
+
+
 def _literal(call: InlineAsm, name: str):
     node = call.arguments.get(name)
+    if isinstance(node, ast.Name):
+        return _module_constant(call.tree, node.id)
     try:
         return ast.literal_eval(node) if node is not None else None
     except ValueError:
@@ -354,7 +371,7 @@ def inline_asm_problems(source: str) -> tuple[list[str], int]:
         where = f"line {call.line}"
         template, constraints = _literal(call, "asm"), _literal(call, "constraints")
         if not isinstance(template, str) or not isinstance(constraints, str):
-            problems.append(f"{where}: the asm template and constraints must be string literals to be checked")
+            problems.append(f"{where}: the asm template and constraints must be string literals (or module constants of one) to be checked")
             continue
         if ";" in template:
             problems.append(f"{where}: ';' in the template (AMDGPU assembly reads the rest of the line as a comment)")
@@ -419,7 +436,7 @@ MUTATIONS = {
                                                  "not built as e8m0 << 23"),
     "outputs not early-clobber": ([('"=&v,=&v,=&v,=&v,v,v"', '"=v,=v,=v,=v,v,v"')], "early clobber"),
     "an instruction without an LLVM tie": (
-        [('op_sel:[1,1,0]",', 'op_sel:[1,1,0]\\nv_lshrrev_b32 $3, 16, $3",')], "no LLVM tie for ['v_lshrrev_b32']"),
+        [('op_sel:[1,1,0]")', 'op_sel:[1,1,0]\\nv_lshrrev_b32 $3, 16, $3")')], "no LLVM tie for ['v_lshrrev_b32']"),
     "a Gluon-style inline asm call with a wrong byte": (
         [("def _e2m1_byte_to_pair(", "def _gluon_pair(w, s):\n    return gl.inline_asm_elementwise("
           "\"v_cvt_scalef32_pk_bf16_fp4 $0, $1, $2 op_sel:[1,0,0]\", \"=v,v,v\", [w, s << 23], dtype=gl.uint32, "
