@@ -4,9 +4,24 @@
 
 Plan once, run thin: everything that depends only on the shape of the call is decided
 and allocated once per plan key; the per-call path only launches.
+
+The file, in reading order:
+  1. The problem: its fixed dimensions, the config keys and dtypes of the contract.
+  2. Kernels (Triton and its Gluon dialect):
+     2.0 Gluon where this Triton has it (its decorators refuse to run where it has not)
+     2.1 rules the forms share (split bounds, Q's e4m3 scale, E2M1 decode, softmax, merges)
+     2.2 the Triton forms (one _attend_* each) and their kernel, _mla_decode_kernel
+     2.3 the Gluon forms (fp8, MXFP4) and their kernel, _mla_decode_gluon_kernel
+     2.4 the a8w8 Q quantizer   2.5 the aiter route's guards on kv_indptr
+  3. Host:
+     3.1 kernel forms: one KernelForm record per form (what offers it, its tiles, splits,
+         kernel and arguments), the autopick's Triton candidates, building the launches
+     3.2 validation and the call's shape    3.3 routes: torch, Triton, aiter
+     3.4 verification, timing, the autopick, plans, custom_kernel
 """
 from __future__ import annotations
 
+import dataclasses
 import operator
 import os
 import re
@@ -14,44 +29,36 @@ import statistics
 import sys
 import time
 from collections import OrderedDict
+from typing import Callable
 
 import torch
 import triton
 import triton.language as tl
 
-# ==== Triton kernels ====
-# Fused MLA decode over the fp8 or the MXFP4 KV cache (the bf16 one is read only by the
-# torch route). Grid (num_splits, batch): a program owns one KV split of one sequence and
-# all 16 heads, so each KV byte is read from HBM once. Lengths come from kv_indptr inside
-# the kernel and are clamped to the buffer: a bad indptr cannot read out of bounds. Tile
-# rows past a split's end repeat its last row and score -inf, so loads need no predicates.
-# With several splits each program stores its normalized partial output and log2-sum-exp;
-# a second kernel merges them, or, in one launch, the last program of the sequence to
-# finish (both are autopick candidates; results/2026-11-29-h200-combine-kernel).
-#
-# Each (format, form) is one _attend_* function: what the two products multiply in.
-#   fp8   f16     e4m3 K/V widened to fp16 (exact), Q scaled into fp16's range per head:
-#                 the H200's fastest (results/2026-11-29-h200-fp16-operands).
-#   fp8   e4m3_waves  fp8 x fp8 (CDNA4's native MFMA): Q to e4m3 per head, P * 2^8 to
-#                 e4m3; each wave owns its own tokens (a wave form, below).
-#   mxfp4 bf16    K/V decoded to bf16 in registers, one decode for both products.
-#   mxfp4 waves   each wave owns its own tokens: Q.K^T over the 512 nope dims by
-#                 tl.dot_scaled (e4m3 Q x e2m1 K with the cache's e8m0 scales: CDNA4's
-#                 scaled MFMA), the 64 rope dims and P.V in bf16 on decoded values; on
-#                 gfx950 (hw_convert) decoded by v_cvt_scalef32_pk_bf16_fp4, one
-#                 instruction a byte, elsewhere by bit operations.
-# V's block scales run along the output columns, so P.V cannot take them as dot_scaled's
-# scales; the decode applies them. Under TRITON_INTERPRET the kernels get EMULATE: what
-# the interpreter lacks or gets wrong is computed another way, exactly for fp8 rounding,
-# dot_scaled (decode + fp32 dot) and the gfx950 convert (bit operations), and in fp32
-# for bf16 dots (more precise than bf16; tests/test_gpu_emulation.py compares on a GPU).
-# Wave forms (_WAVE_FORMS): a tile is WAVE_GROUPS = num_warps groups of rows, the products
-# are 3-D dots batched over the groups, which Triton lays on the waves (warpsPerCTA
-# [G, 1, 1]): no wave repeats another's products; each group keeps its own softmax state
-# and the groups are merged once after the loop (_merge_groups).
-# bench/gfx950_report.py compiles every form for the MI355X and reads its ISA.
-import dataclasses
 
+# =====================================================================================
+# 1. The problem's fixed dimensions (DeepSeek-R1 after the tensor-parallel split)
+# =====================================================================================
+NUM_HEADS = 16
+QK_HEAD_DIM = 576
+V_HEAD_DIM = 512  # also kv_lora_rank: the "nope" part of a KV row, and V
+ROPE_DIM = QK_HEAD_DIM - V_HEAD_DIM  # 64
+MXFP4_BLOCK = 32
+MXFP4_BLOCKS_PER_ROW = QK_HEAD_DIM // MXFP4_BLOCK  # 18
+CONFIG_KEYS = ("batch_size", "num_heads", "num_kv_heads", "qk_head_dim", "kv_lora_rank",
+               "qk_rope_head_dim", "v_head_dim", "q_seq_len", "kv_seq_len", "sm_scale")
+FP8_DTYPES = (torch.float8_e4m3fn, torch.float8_e4m3fnuz)
+FP4X2_DTYPES = tuple(d for d in (getattr(torch, "float4_e2m1fn_x2", None), torch.uint8) if d)
+E8M0_DTYPES = tuple(d for d in (getattr(torch, "float8_e8m0fnu", None), torch.uint8) if d)
+
+# The same dimensions as the kernels read them (Triton takes globals only as constexprs).
+_TL_HEADS = tl.constexpr(NUM_HEADS)
+_TL_NOPE = tl.constexpr(V_HEAD_DIM)
+_TL_ROPE = tl.constexpr(ROPE_DIM)
+_LOG2E = 1.4426950408889634
+
+# Triton decides at import whether its kernels are compiled or interpreted (TRITON_INTERPRET=1:
+# on the CPU, in Python). Interpreted kernels get EMULATE (section 2.2).
 _INTERPRETED = os.environ.get("TRITON_INTERPRET") == "1"
 
 
@@ -84,1073 +91,59 @@ def _patch_interpreter_scalar_index() -> None:
 
 if _INTERPRETED:
     _patch_interpreter_scalar_index()
-_LOG2E = 1.4426950408889634
-_TL_HEADS = tl.constexpr(16)
-_TL_NOPE = tl.constexpr(512)
-_TL_ROPE = tl.constexpr(64)
 
-# The forms of each format's kernel (see above); the first is the portable default.
-# "gluon" is the Gluon kernel (section "Gluon kernels"), offered where Gluon imports.
-KERNEL_FORMS = {"fp8": ("f16", "e4m3_waves", "gluon"), "mxfp4": ("bf16", "waves", "gluon")}
-# The forms whose tile is num_warps token groups, one a wave (see above).
-_WAVE_FORMS = {"fp8_e4m3_waves", "mxfp4_waves", "mxfp4_waves_cvt"}
 
-
-@dataclasses.dataclass(frozen=True)
-class TritonLaunch:
-    num_splits: int
-    block_n: int
-    num_warps: int
-    num_stages: int
-    # With several splits: merge them in the decode kernel (the last program of a
-    # sequence to finish, one launch) rather than in a second kernel (two launches).
-    combine_in_kernel: bool = False
-    form: str = ""        # one of KERNEL_FORMS[format]; "" is the format's first
-    waves_per_eu: int = 0  # AMD only: the occupancy the register allocator aims for (0: none)
-    hw_convert: bool = False  # gfx950 only: the MXFP4 "waves" form decodes by its convert instruction
-    gluon_arch: str = ""  # Gluon forms: the kernel's ARCH ("cdna4" for gfx950, "ampere" for NVIDIA sm_80+)
-    # In-kernel combine: every thread releases its own partial stores to the counter (what
-    # AMD needs: a release there orders only its own wave's stores; right anywhere), or,
-    # False (NVIDIA), one thread does after a barrier, which the PTX model makes cumulative.
-    each_thread_releases: bool = True
-
-
-@dataclasses.dataclass(frozen=True)
-class TritonScratch:
-    part_o: torch.Tensor    # (batch, splits, 16, 512) fp32: each split's normalized output
-    part_lse: torch.Tensor  # (batch, splits, 16) fp32: each split's log2(sum exp2(s - m)) + m
-    counters: torch.Tensor  # (batch,) int32, zero between calls: splits finished (in-kernel combine)
-
-
-def _pow2_floor(n: int) -> int:
-    return 1 << (max(n, 1).bit_length() - 1)
-
-
-# The tiles each form is offered with, the first leading: (block_n, num_warps, num_stages,
-# waves_per_eu). H200 forms: its sweep's best (bench/kernel_sweep.py,
-# results/2026-11-29-h200-combine-kernel); where 4-warp programs would leave SMs idle the
-# 8-warp tile leads (about one program an SM). gfx950 forms: the tiles that compile
-# without spilling at 2 waves a SIMD with the fewest loop instructions a token
-# (bench/gfx950_report.py; a static bound, never run on an MI355X).
-_FORM_TILES = {
-    ("fp8", "f16"): [(32, 4, 3, 0), (64, 8, 3, 0)],
-    ("mxfp4", "bf16"): [(32, 4, 1, 0), (64, 8, 1, 0)],
-    ("fp8", "e4m3_waves"): [(128, 4, 1, 2)],
-    ("mxfp4", "waves"): [(128, 4, 1, 2)],
-    # Gluon forms: num_stages is the tiles in the pipeline (fp8: the ring's stages; MXFP4:
-    # one in shared memory, one in flight into registers); num_warps counts 64-thread groups
-    # (a gfx950 wave), so NVIDIA launches twice as many warps (_launch). waves_per_eu 2: two
-    # programs a CU fit the registers (and, for MXFP4, the LDS).
-    ("fp8", "gluon"): [(128, 4, 2, 2)],
-    ("mxfp4", "gluon"): [(128, 4, 2, 2)],
-}
-_GLUON_FORMS = {"gluon"}
-_IDLE_SM_FORMS = {("fp8", "f16"), ("mxfp4", "bf16")}
-_CONVERT_FORMS = {"waves"}  # forms that take gfx950's convert instruction there (hw_convert)
-# The forms offered per architecture, first the one whose launches lead the candidates.
-# The CDNA4 forms are extra candidates elsewhere too (Triton lowers fp8 dots and
-# dot_scaled everywhere); gfx950's convert instruction exists only there.
-_ARCH_FORMS = {
-    "gfx950": {"fp8": ("e4m3_waves",), "mxfp4": ("waves",)},
-    "": {"fp8": ("f16", "e4m3_waves"), "mxfp4": ("bf16", "waves")},
-}
-# The Gluon forms per format: first on gfx950, an extra candidate on NVIDIA sm_80+,
-# wherever Gluon imports (gluon_forms_here).
-_GLUON_ARCH_FORMS = {"fp8": ("gluon",), "mxfp4": ("gluon",)}
-
-
-def _offered_forms(kv_format: str, arch: str) -> tuple:
-    triton_forms = _ARCH_FORMS.get(arch, _ARCH_FORMS[""])[kv_format]
-    if not gluon_forms_here(arch):
-        _say_why_no_gluon(arch)
-        return triton_forms
-    if arch == "gfx950":
-        return _GLUON_ARCH_FORMS[kv_format] + triton_forms
-    return triton_forms + _GLUON_ARCH_FORMS[kv_format]
-
-
-def gluon_forms_here(arch: str) -> bool:
-    """Whether Gluon forms can be offered for a device of `arch`: the kernels are compiled
-    (not interpreted), the architecture has a Gluon ARCH, and this Triton's Gluon has what
-    the kernel for that ARCH uses (gluon_problem)."""
-    return not _INTERPRETED and bool(gluon_arch(arch)) and not gluon_problem(gluon_arch(arch))
-
-
-_GLUON_REFUSALS_SAID: set = set()
-
-
-def _say_why_no_gluon(arch: str) -> None:
-    # Under MLA_DEBUG, once per architecture: why a GPU that has a Gluon kernel gets no Gluon form.
-    problem = gluon_arch(arch) and not _INTERPRETED and gluon_problem(gluon_arch(arch))
-    if problem and arch not in _GLUON_REFUSALS_SAID and _env_flag("MLA_DEBUG"):
-        _GLUON_REFUSALS_SAID.add(arch)
-        print(f"[mla] no Gluon form on {arch}: {problem}", file=sys.stderr)
-
-
-def check_gluon_here(arch: str) -> None:
-    """Raises ValueError, saying why, where a Gluon form cannot run (before any launch)."""
-    if _INTERPRETED:
-        raise ValueError("Gluon kernels do not run under TRITON_INTERPRET=1 (Gluon asks for a GPU "
-                         "driver); use a Triton form there")
-    if not gluon_arch(arch):
-        raise ValueError(f"the Gluon forms run on gfx950 or NVIDIA sm_80+ GPUs, not on "
-                         f"{arch or 'this device (no GPU)'}")
-    if gluon_problem(gluon_arch(arch)):
-        raise ValueError(f"no Gluon form on {arch}: {gluon_problem(gluon_arch(arch))}")
-
-
-def triton_launch_candidates(kv_format: str, batch: int, max_kv_len: int, num_sms: int,
-                             arch: str = "", form: str = "") -> list[TritonLaunch]:
-    """A short list for the autopick to time on a device of `num_sms` SMs / CUs and
-    architecture `arch` (e.g. "sm_90", "gfx950"; "" when unknown); the first is the default.
-
-    Splits, elsewhere: as many as fill the device twice over (two 4-warp programs an SM),
-    but at least 64 tokens a split (results/2026-11-29-h200-combine-kernel).
-    Splits on gfx950 (_fill_once_splits): the fewest that give every CU a program (two for
-    a form in _PROGRAMS_PER_CU), but at least one whole tile a split. Each split beyond one costs instructions outside the
-    loop in every program (Q's load and e4m3 conversion, the merge of the wave groups,
-    the partial's store) and a combine; a program that holds a whole CU's SIMDs (4
-    waves) needs no second one beside it to occupy the CU, so the splits stop once
-    batch x splits reaches the CU count, and a split shorter than a tile would only run
-    that outside-the-loop work over rows it masks. The twice-as-many splits follow as a
-    candidate (two programs a CU), timed by the autopick.
-    The leading form gets its tiles at those splits, then its first tile at half / double
-    the splits, then the first and the first neighbour again with the in-kernel combine;
-    every other form offered on the architecture gets its first tile at its own leading
-    splits. A forced `form` is offered alone, on any device."""
-    if kv_format not in KERNEL_FORMS:
-        raise ValueError(f"no Triton kernel for kv_format {kv_format!r}")
-    if form:
-        _check_form(kv_format, form)
-    batch, max_kv_len, num_sms = max(batch, 1), max(max_kv_len, 1), max(num_sms, 1)
-    if form in _GLUON_FORMS:
-        check_gluon_here(arch)
-    forms = (form,) if form else _offered_forms(kv_format, arch)
-    tiles = _FORM_TILES[(kv_format, forms[0])]
-    splits, min_split_tokens = _leading_splits(kv_format, forms[0], batch, max_kv_len, num_sms, arch)
-    if batch * splits < num_sms and (kv_format, forms[0]) in _IDLE_SM_FORMS:
-        tiles = tiles[::-1]
-    lead = [_launch(splits, tile, forms[0], arch) for tile in tiles]
-    for other in (splits // 2, splits * 2):
-        if 1 <= other <= 64 and other <= max(max_kv_len // min_split_tokens, 1):
-            lead.append(_launch(other, tiles[0], forms[0], arch))
-    # One launch instead of two: the merge is slower, but the device waits for no second
-    # launch, which can decide where it has little to do.
-    in_kernel = [dataclasses.replace(launch, combine_in_kernel=True) for launch in lead[:1] + lead[len(tiles):][:1]
-                 if launch.num_splits > 1]
-    others = [_launch(_leading_splits(kv_format, form, batch, max_kv_len, num_sms, arch)[0],
-                      _FORM_TILES[(kv_format, form)][0], form, arch) for form in forms[1:]]
-    return lead + in_kernel + others
-
-
-def _leading_splits(kv_format: str, form: str, batch: int, max_kv_len: int, num_sms: int, arch: str) -> tuple:
-    """(The splits a form's first launch takes, the fewest tokens a split) on `arch`
-    (triton_launch_candidates)."""
-    if arch in _FILL_ONCE_ARCHS:
-        min_split_tokens = _FORM_TILES[(kv_format, form)][0][0]
-        programs_per_cu = _PROGRAMS_PER_CU.get((kv_format, form), 1)
-        return _fill_once_splits(batch, max_kv_len, num_sms * programs_per_cu, min_split_tokens), min_split_tokens
-    return _pow2_floor(min(2 * num_sms // batch, 64, max(max_kv_len // 64, 1))), 64
-
-
-# Architectures whose splits fill each CU once (triton_launch_candidates).
-_FILL_ONCE_ARCHS = {"gfx950"}
-# Forms that keep their loads in flight only with more than one program a CU (the MXFP4
-# Gluon form: one tile in flight a program, two programs fit a CU's registers and LDS):
-# their leading splits fill each CU that many times.
-_PROGRAMS_PER_CU = {("mxfp4", "gluon"): 2}
-
-
-def _fill_once_splits(batch: int, max_kv_len: int, num_cus: int, min_split_tokens: int) -> int:
-    """The fewest splits (a power of two, at most 64) with batch x splits >= num_cus, but
-    no more than leave each split min_split_tokens tokens of the longest sequence."""
-    fill = 1 << max(0, (-(-num_cus // batch) - 1).bit_length())
-    return max(1, min(fill, 64, _pow2_floor(max_kv_len // min_split_tokens)))
-
-
-def _launch(splits: int, tile: tuple, form: str, arch: str) -> TritonLaunch:
-    block_n, num_warps, num_stages, waves_per_eu = tile
-    kernel_arch = gluon_arch(arch) if form in _GLUON_FORMS else ""
-    if kernel_arch == "ampere":
-        num_warps *= 2  # a 64-thread group is two warps there
-    return TritonLaunch(splits, block_n, num_warps, num_stages, form=form,
-                        waves_per_eu=waves_per_eu if arch.startswith("gfx") else 0,
-                        hw_convert=form in _CONVERT_FORMS and arch == "gfx950", gluon_arch=kernel_arch,
-                        each_thread_releases=not arch.startswith("sm_"))
-
-
-def make_triton_scratch(batch: int, launch: TritonLaunch, device) -> TritonScratch:
-    splits = launch.num_splits if launch.num_splits > 1 else 0  # one split writes out directly
-    return TritonScratch(
-        part_o=torch.empty((batch, splits, 16, 512), dtype=torch.float32, device=device),
-        part_lse=torch.empty((batch, splits, 16), dtype=torch.float32, device=device),
-        counters=torch.zeros((max(batch, 1),), dtype=torch.int32, device=device),
-    )
-
-
-def triton_mxfp4_decode(q, kv_fp4_u8, kv_scales_u8, qo_indptr, kv_indptr, sm_scale: float, out, scratch,
-                        launch) -> None:
-    """kv_fp4_u8: (total_kv, 1, 288) or (total_kv, 288) bytes; kv_scales_u8: 2D e8m0 bytes,
-    trimmed (total_kv, 18) or padded, read through its strides."""
-    kv, scales = _mxfp4_operands(kv_fp4_u8, kv_scales_u8, launch)
-    tails = decode_tails(q, kv, scales, "mxfp4", sm_scale, scratch, launch)
-    _launch_decode((q, kv, scales, qo_indptr, kv_indptr, out), tails, launch)
-
-
-def triton_fp8_decode(q, kv_fp8, kv_scale, qo_indptr, kv_indptr, sm_scale: float, out, scratch, launch) -> None:
-    """kv_fp8: (total_kv, 1, 576) e4m3; kv_scale: float32 tensor of one element (read on device)."""
-    tails = decode_tails(q, kv_fp8, kv_scale, "fp8", sm_scale, scratch, launch)
-    _launch_decode((q, kv_fp8, kv_scale, qo_indptr, kv_indptr, out), tails, launch)
-
-
-def _mxfp4_operands(kv_fp4, kv_scales, launch):
-    if launch.block_n < 32:
-        # Measured wrong on the H200 (max abs error 0.3-0.8 on every shape, two runs,
-        # Triton 3.6), right in the interpreter and at 32 and 64; cause not established.
-        raise ValueError("the MXFP4 kernel needs block_n >= 32")
-    kv_fp4 = kv_fp4 if kv_fp4.dtype == torch.uint8 else kv_fp4.view(torch.uint8)
-    if launch.form == "waves" and (kv_fp4.data_ptr() % 4 or kv_fp4.stride(0) % 4):
-        # That form reads the codes as 4-byte words; an unaligned word load is not risked.
-        raise ValueError("the mxfp4 form waves needs 4-byte aligned rows "
-                         f"(address {kv_fp4.data_ptr():#x}, row stride {kv_fp4.stride(0)})")
-    if launch.form in _GLUON_FORMS:
-        _check_gluon_rows(kv_fp4, "mxfp4", launch.form)
-        # Its tiles are whole: BLOCK_N rows inside the buffer, their scale rows inside the
-        # scale tensor (section "Gluon kernels", MXFP4).
-        if kv_fp4.shape[0] < launch.block_n:
-            raise ValueError(f"the mxfp4 form {launch.form} needs a KV buffer of at least {launch.block_n} rows "
-                             f"(one tile), not {kv_fp4.shape[0]}")
-        if kv_scales.shape[0] < kv_fp4.shape[0]:
-            raise ValueError(f"the mxfp4 form {launch.form} needs a scale row for every KV row "
-                             f"({kv_scales.shape[0]} scale rows, {kv_fp4.shape[0]} KV rows)")
-    return kv_fp4, kv_scales if kv_scales.dtype == torch.uint8 else kv_scales.view(torch.uint8)
-
-
-def triton_kv_operands(kv_data, kv_format: str, launch) -> tuple:
-    """(KV buffer, its scale or scales) as the decode kernel takes them for kv_format."""
-    if kv_format == "mxfp4":
-        return _mxfp4_operands(*kv_data["mxfp4"], launch)
-    if launch.form in _GLUON_FORMS:
-        if kv_data["fp8"][0].dtype != torch.float8_e4m3fn:
-            raise ValueError(f"the fp8 form {launch.form} reads e4m3fn (OCP) bytes, not {kv_data['fp8'][0].dtype}")
-        _check_gluon_rows(kv_data["fp8"][0], "fp8", launch.form)
-    return tuple(kv_data["fp8"])
-
-
-def _check_gluon_rows(kv, kv_format: str, form: str) -> None:
-    # The Gluon forms read 16 bytes of a row at a time (MXFP4 decodes them as 4-byte words)
-    # and always read some row, row 0 at least, even for an empty split (checked on every
-    # call: a plan's later inputs may sit elsewhere).
-    if kv.data_ptr() % 16 or kv.stride(0) % 16 or kv.stride(-1) != 1:
-        raise ValueError(f"the {kv_format} form {form} needs 16-byte aligned rows, contiguous "
-                         f"(address {kv.data_ptr():#x}, row stride {kv.stride(0)})")
-    if kv.shape[0] == 0:
-        raise ValueError(f"the {kv_format} form {form} needs a KV buffer of at least one row")
-
-
-def _check_form(kv_format: str, form: str) -> None:
-    if form not in KERNEL_FORMS[kv_format]:
-        raise ValueError(f"no {kv_format} kernel form {form!r}; known forms {KERNEL_FORMS[kv_format]}")
-
-
-def kernel_form(kv_format: str, launch) -> str:
-    """The launch's form, checked: "<format>_<form>", as the decode kernel's KV_FORM
-    ("_cvt" appended where the launch takes gfx950's convert instruction)."""
-    form = launch.form or KERNEL_FORMS[kv_format][0]
-    _check_form(kv_format, form)
-    if launch.hw_convert and form not in _CONVERT_FORMS:
-        raise ValueError(f"the {kv_format} form {form!r} has no convert-instruction variant")
-    if (form in _GLUON_FORMS) != bool(launch.gluon_arch):
-        raise ValueError(f"the {kv_format} form {form!r} with gluon_arch {launch.gluon_arch!r}: a Gluon form "
-                         "needs the Gluon architecture triton_launch_candidates gives it, a Triton form none")
-    return f"{kv_format}_{form}" + ("_cvt" if launch.hw_convert else "")
-
-
-def decode_tails(q, kv, kv_scale, kv_format: str, sm_scale: float, scratch, launch) -> tuple:
-    """The arguments after the per-call tensors, all fixed by the shapes and strides a plan
-    is keyed on: (decode kernel's, combine kernel's or None with one split)."""
-    form = kernel_form(kv_format, launch)
-    if launch.hw_convert and q.device.type == "cuda" and _device_sms_and_arch(q.device)[1] != "gfx950":
-        # The convert instruction exists on gfx950 alone; elsewhere the compiler aborts.
-        raise ValueError("hw_convert launches run on gfx950 only (or under the interpreter)")
-    stride_sr, stride_sc = kv_scale.stride() if kv_format == "mxfp4" else (0, 0)
-    if kv_format == "fp8" and kv.stride(0) * launch.block_n >= 2 ** 31:
-        raise ValueError(f"KV row stride {kv.stride(0)} too large for {launch.block_n}-row tiles "
-                         "(the fp8 kernel's in-tile offsets are 32-bit)")
-    if launch.gluon_arch and kv_format == "mxfp4" and max(
-            kv.stride(0) * launch.block_n, stride_sr * launch.block_n + stride_sc * MXFP4_BLOCKS_PER_ROW) >= 2 ** 31:
-        raise ValueError(f"KV row stride {kv.stride(0)} or scale strides {(stride_sr, stride_sc)} too large for "
-                         f"{launch.block_n}-row tiles (the Gluon kernel's in-tile offsets are 32-bit)")
-    splits = launch.num_splits
-    last = (launch.num_stages, launch.gluon_arch) if launch.gluon_arch else (_INTERPRETED,)
-    if launch.gluon_arch:
-        _check_gluon_launch(q.device, launch)
-    decode = (scratch.part_o, scratch.part_lse, scratch.counters,
-              sm_scale * _LOG2E, q.shape[0], kv.shape[0], splits,
-              q.stride(0), q.stride(1), kv.stride(0), stride_sr, stride_sc, 16 * 512, 512,
-              form, splits > 1, launch.combine_in_kernel, _combine_arrivals(launch), launch.block_n,
-              _wave_groups(form, launch), *last)
-    if splits == 1 or launch.combine_in_kernel:
-        return decode, None
-    return decode, (scratch.part_o, scratch.part_lse, q.shape[0], splits, 16 * 512, 512,
-                    triton.next_power_of_2(splits), _combine_columns(splits))
-
-
-def _check_gluon_launch(device, launch) -> None:
-    # A Gluon launch runs only on the architecture it was built for; "meta" tensors
-    # (bench/compile_target.py compiling for a named target) are not run.
-    if device.type == "meta":
-        return
-    arch = _device_sms_and_arch(device)[1]
-    check_gluon_here(arch)
-    if gluon_arch(arch) != launch.gluon_arch:
-        raise ValueError(f"a Gluon launch built for {launch.gluon_arch} cannot run on {arch}")
-
-
-def _wave_groups(form: str, launch) -> int:
-    """The decode kernel's WAVE_GROUPS: num_warps for a wave form (each group at least 16
-    rows, the smallest MFMA side), num_warps / 2 for a Gluon launch on NVIDIA (a group is
-    64 threads), 1 for the others."""
-    if form not in _WAVE_FORMS and launch.form not in _GLUON_FORMS:
-        return 1
-    groups = launch.num_warps // 2 if launch.gluon_arch == "ampere" else launch.num_warps
-    if launch.block_n % groups or launch.block_n // groups < 16 or groups & (groups - 1):
-        raise ValueError(f"the form {form} needs block_n a multiple of 16 x {groups} groups, a power of two "
-                         f"(got block_n {launch.block_n}, num_warps {launch.num_warps})")
-    return groups
-
-
-def _combine_arrivals(launch) -> int:
-    """The decode kernel's ARRIVALS: what one program adds to its sequence's counter with
-    the in-kernel combine, one a thread (64 a warp: one a lane of AMD's 64-lane waves, two
-    on NVIDIA's 32) where each thread releases its own stores, else 1; 0 without it."""
-    if not launch.combine_in_kernel:
-        return 0
-    return launch.num_warps * 64 if launch.each_thread_releases else 1
-
-
-def _combine_columns(splits: int) -> int:
-    # Output columns a combine program owns: its (splits x columns) tile of partials is at
-    # most 8192 values (64 registers a thread at 4 warps), loaded at once.
-    return max(16, min(512, 8192 // triton.next_power_of_2(splits)))
-
-
-def _combine_grid(batch: int, splits: int) -> tuple:
-    return batch, 16, 512 // _combine_columns(splits)
-
-
-@dataclasses.dataclass(frozen=True)
-class KernelCall:
-    """One Triton launch: the JIT function, its grid, arguments and compile options.
-    The runners launch these; bench/ compiles the same calls for other targets."""
-    kernel: object
-    grid: tuple
-    args: tuple
-    options: dict
-
-    def launch(self) -> None:
-        self.kernel[self.grid](*self.args, **self.options)
-
-
-def decode_calls(per_call: tuple, tails: tuple, launch) -> list[KernelCall]:
-    """The launches of one decode call: the decode kernel, then the split combine if any."""
-    q, _, _, qo_indptr, kv_indptr, out = per_call
-    batch = kv_indptr.shape[0] - 1
-    if batch <= 0:
-        return []
-    decode_tail, combine_tail = tails
-    # A Gluon kernel's ring is its own (num_stages is its STAGES argument); the JIT launches
-    # it with the same kernel[grid](*args, **options) as a Triton kernel.
-    kernel = _mla_decode_gluon_kernel if launch.gluon_arch else _mla_decode_kernel
-    options = dict(num_warps=launch.num_warps, num_stages=1 if launch.gluon_arch else launch.num_stages)
-    if launch.waves_per_eu:
-        options["waves_per_eu"] = launch.waves_per_eu
-    calls = [KernelCall(kernel, (launch.num_splits, batch), (*per_call, *decode_tail), options)]
-    if combine_tail is not None:
-        calls.append(KernelCall(_combine_splits_kernel, _combine_grid(batch, launch.num_splits),
-                                (qo_indptr, out, *combine_tail), dict(num_warps=4, num_stages=1)))
-    return calls
-
-
-def _launch_decode(per_call: tuple, tails: tuple, launch) -> None:
-    for call in decode_calls(per_call, tails, launch):
-        call.launch()
-
-
-@triton.jit
-def _e8m0_to_f32(s):
-    # 2^(s-127) assembled from its bits: s << 23 for s >= 1, and for s = 0 the fp32
-    # subnormal 2^-127 (mantissa bit 22), so the bottom of the range is not flushed.
-    s = s.to(tl.uint32)
-    return tl.where(s == 0, 0x00400000, s << 23).to(tl.float32, bitcast=True)
-
-
-@triton.jit
-def _e2m1_pair_to_f32(x, scale):
-    # x: uint32 bytes, two E2M1 codes each (low nibble = even element); scale: the
-    # block's fp32 2^(s-127), broadcastable to x. Returns (even, odd) elements.
-    # Decode without a table: the code's 3 magnitude bits go to fp32 bits 22..24 (the
-    # two low exponent bits and the top mantissa bit) and its sign to bit 31. That is
-    # exactly E2M1 * 2^-126 for all 16 codes (codes 0 and 1 land on zero and the
-    # subnormal 2^-127, as E2M1's own subnormal), so one exact multiply by 2^126 fixes
-    # the exponent. The two multiplies are not folded into one factor 2^(s-1), which
-    # overflows fp32 for s >= 129 where the products are still finite.
-    even = ((x & 0x8) << 28) | ((x & 0x7) << 22)
-    odd = ((x & 0x80) << 24) | ((x & 0x70) << 18)
-    even = even.to(tl.float32, bitcast=True) * 8.507059173023462e37 * scale  # 2^126
-    odd = odd.to(tl.float32, bitcast=True) * 8.507059173023462e37 * scale
-    return even, odd
-
-
-@triton.jit
-def _load_mxfp4_blocks(kv_ptr, sc_ptr, rows, row_ok, stride_kv, stride_sr, stride_sc,
-                       FIRST: tl.constexpr, COUNT: tl.constexpr, BLOCK_N: tl.constexpr, DOT_DTYPE: tl.constexpr,
-                       CACHE: tl.constexpr):
-    # 32-element blocks FIRST .. FIRST + COUNT - 1 of each row: 16 bytes a block in the
-    # row's bytes, one scale byte a block, broadcast over the block's bytes.
-    byte = tl.arange(0, 16)
-    blk = FIRST + tl.arange(0, COUNT)
-    x = tl.load(kv_ptr + rows.to(tl.int64)[:, None, None] * stride_kv + blk[None, :, None] * 16 + byte[None, None, :],
-                mask=row_ok[:, None, None], other=0, cache_modifier=CACHE).to(tl.uint32)
-    s = tl.load(sc_ptr + rows.to(tl.int64)[:, None] * stride_sr + blk[None, :] * stride_sc,
-                mask=row_ok[:, None], other=0, cache_modifier=CACHE)
-    even, odd = _e2m1_pair_to_f32(x, _e8m0_to_f32(s)[:, :, None])
-    # Interleaved back into column order (kept apart, this form spilled on the H200:
-    # results/2026-11-30-h200/probe/mxfp4_even_odd.json).
-    return tl.join(even.to(DOT_DTYPE), odd.to(DOT_DTYPE)).reshape(BLOCK_N, COUNT * 32)
-
-
-@triton.jit
-def _fp8_tile_rows(kv_ptr, start, hi, stride_kv, BLOCK_N: tl.constexpr):
-    # Pointers to the rows of the tile at `start`. Rows at or past `hi` repeat row hi - 1
-    # instead of being masked: the loads need no predicates (12% fewer instructions in the
-    # main loop, bench/sass_loop.py), and the kernel sets those rows' scores to -inf.
-    # Offsets within the tile are int32: decode_tails checks BLOCK_N rows fit.
-    rows = tl.minimum(tl.arange(0, BLOCK_N), hi - 1 - start)
-    return kv_ptr + tl.cast(start, tl.int64) * stride_kv + (rows * stride_kv)[:, None]
-
-
-@triton.jit
-def _load_fp8_cols(tile_rows, FIRST: tl.constexpr, COUNT: tl.constexpr, CACHE: tl.constexpr):
-    # e4m3 -> fp16 (the fp8 kernel's MMA operand type) is exact; the per-tensor scale is
-    # applied to scores and output instead.
-    return tl.load(tile_rows + FIRST + tl.arange(0, COUNT)[None, :], cache_modifier=CACHE).to(tl.float16)
-
-
-@triton.jit
-def _q_to_f16(q_nope, q_pe):
-    # fp16 operands for the fp8 kernel: e4m3 -> fp16 is exact and one instruction a
-    # pair on the GPU (e4m3 -> bf16 takes several), and fp16 keeps 3 more mantissa bits
-    # of P than bf16. Q (bf16) gets fp16's range by a power-of-two scale per head that
-    # puts the head's amax in [2^14, 2^15): every bf16 value within 2^-24 of the amax
-    # stays exact. Returns the scaled Q and the scale, which multiplies the scores.
-    qn = q_nope.to(tl.float32)
-    qp = q_pe.to(tl.float32)
-    amax = tl.maximum(tl.max(tl.abs(qn), 1), tl.max(tl.abs(qp), 1))
-    amax_exponent = (amax.to(tl.int32, bitcast=True) >> 23) & 0xFF  # biased; 255 for inf/nan
-    scale_bits = tl.minimum(tl.maximum(amax_exponent - 14, 1), 241)
-    scale = (scale_bits << 23).to(tl.float32, bitcast=True)
-    inverse = ((254 - scale_bits) << 23).to(tl.float32, bitcast=True)  # exact: powers of two
-    return (qn * inverse[:, None]).to(tl.float16), (qp * inverse[:, None]).to(tl.float16), scale
-
-
-@triton.jit
-def _store_rows(ptr, row, stride_tok, stride_head, o):
-    heads = tl.arange(0, _TL_HEADS)
-    cols = tl.arange(0, _TL_NOPE)
-    tl.store(ptr + row.to(tl.int64) * stride_tok + heads[:, None] * stride_head + cols[None, :],
-             o.to(ptr.dtype.element_ty))
-
-
-@triton.jit
-def _combine_splits_in_program(part_o_ptr, part_lse_ptr, b, num_splits):
-    # The same merge as _combine_splits_kernel, by one program for all heads and columns,
-    # a split at a time (about 1 us a split on the H200). .cg loads bypass L1: the
-    # partials were written by other SMs during this launch.
-    heads = tl.arange(0, _TL_HEADS)
-    cols = tl.arange(0, _TL_NOPE)
-    lse_base = part_lse_ptr + b.to(tl.int64) * num_splits * _TL_HEADS + heads
-    o_base = part_o_ptr + b.to(tl.int64) * num_splits * _TL_HEADS * _TL_NOPE + heads[:, None] * _TL_NOPE + cols[None, :]
-    lse_max = tl.full([_TL_HEADS], float("-inf"), tl.float32)
-    for s in range(num_splits):
-        lse_max = tl.maximum(lse_max, tl.load(lse_base + s * _TL_HEADS, cache_modifier=".cg"))
-    lse_max = tl.where(lse_max == float("-inf"), 0.0, lse_max)
-    acc = tl.zeros([_TL_HEADS, _TL_NOPE], tl.float32)
-    w_sum = tl.zeros([_TL_HEADS], tl.float32)
-    for s in range(num_splits):
-        w = tl.math.exp2(tl.load(lse_base + s * _TL_HEADS, cache_modifier=".cg") - lse_max)
-        acc += w[:, None] * tl.load(o_base + s * _TL_HEADS * _TL_NOPE, cache_modifier=".cg")
-        w_sum += w
-    return acc / tl.where(w_sum > 0, w_sum, 1.0)[:, None]
-
-
-@triton.jit(do_not_specialize=["total_q", "num_splits"])
-def _combine_splits_kernel(qo_indptr_ptr, out_ptr, part_o_ptr, part_lse_ptr, total_q, num_splits,
-                           stride_o_tok, stride_o_head, SPLITS_POW2: tl.constexpr, COLUMNS: tl.constexpr):
-    # Grid (batch, 16 heads, 512 / COLUMNS): the log-sum-exp merge (log2 domain) of one
-    # head's split outputs over COLUMNS columns. All the splits' partials are loaded at
-    # once, so a program waits for memory once, not once a split. Empty splits carry
-    # lse = -inf and weigh 0; a sequence with no tokens comes out as zeros.
-    b = tl.program_id(0)
-    head = tl.program_id(1)
-    cols = tl.program_id(2) * COLUMNS + tl.arange(0, COLUMNS)
-    split = tl.arange(0, SPLITS_POW2)
-    used = split < num_splits
-    part = b.to(tl.int64) * num_splits + split
-    lse = tl.load(part_lse_ptr + part * _TL_HEADS + head, mask=used, other=float("-inf"))
-    lse_max = tl.max(lse, 0)
-    weight = tl.math.exp2(lse - tl.where(lse_max == float("-inf"), 0.0, lse_max))
-    o = tl.load(part_o_ptr + (part * _TL_HEADS + head)[:, None] * _TL_NOPE + cols[None, :], mask=used[:, None],
-                other=0.0)
-    w_sum = tl.sum(weight, 0)
-    o = tl.sum(weight[:, None] * o, 0) / tl.where(w_sum > 0, w_sum, 1.0)
-    q_row = tl.minimum(tl.maximum(tl.load(qo_indptr_ptr + b), 0), total_q - 1)
-    tl.store(out_ptr + q_row.to(tl.int64) * stride_o_tok + head * stride_o_head + cols,
-             o.to(out_ptr.dtype.element_ty))
-
-
-@triton.jit
-def _empty_softmax_state(COLUMNS: tl.constexpr):
-    # (running max -inf, running sum 0, accumulator (16, COLUMNS) of zeros) per head.
-    return (tl.full([_TL_HEADS], float("-inf"), tl.float32), tl.zeros([_TL_HEADS], tl.float32),
-            tl.zeros([_TL_HEADS, COLUMNS], tl.float32))
-
-
-@triton.jit
-def _online_softmax_step(s, m_i, l_i):
-    # s: this tile's scores (log2 domain, -inf where masked). Returns the tile's
-    # probabilities, the factor that rescales what was accumulated, and the new state.
-    m_new = tl.maximum(m_i, tl.max(s, 1))
-    alpha = tl.math.exp2(m_i - m_new)
-    p = tl.math.exp2(s - m_new[:, None])
-    return p, alpha, m_new, l_i * alpha + tl.sum(p, 1)
-
-
-@triton.jit
-def _attend_fp8_f16(q_nope, q_pe, kv_ptr, kv_scale_ptr, lo, hi, qk_scale, stride_kv, BLOCK_N: tl.constexpr):
-    # Unnormalized attention of the 16 heads over rows lo..hi-1: (acc, running max, sum).
-    # fp8: dequant = code * scale; the scalar scale goes on the scores and the output.
-    q_nope, q_pe, q_scale = _q_to_f16(q_nope, q_pe)
-    kv_scale = tl.load(kv_scale_ptr)
-    score_scale = qk_scale * kv_scale
-    m_i, l_i, acc = _empty_softmax_state(_TL_NOPE)
-    for start in range(lo, hi, BLOCK_N):
-        row_ok = start + tl.arange(0, BLOCK_N) < hi
-        tile_rows = _fp8_tile_rows(kv_ptr, start, hi, stride_kv, BLOCK_N)
-        k_nope = _load_fp8_cols(tile_rows, 0, _TL_NOPE, "")
-        k_pe = _load_fp8_cols(tile_rows, _TL_NOPE, _TL_ROPE, "")
-        s = tl.dot(q_pe, tl.trans(k_pe), acc=tl.dot(q_nope, tl.trans(k_nope)))
-        # Two multiplies, not one by their product, which can under- or overflow.
-        s = tl.where(row_ok[None, :], s * q_scale[:, None] * score_scale, float("-inf"))  # log2 domain
-        p, alpha, m_i, l_i = _online_softmax_step(s, m_i, l_i)
-        # Read V again (L2, not HBM) rather than reuse k_nope: a load that feeds one
-        # product keeps its own operand layout and frees registers (5-20% faster on the
-        # H200, results/2026-11-29-h200-fp8-reload).
-        v = _load_fp8_cols(tile_rows, 0, _TL_NOPE, ".cg")
-        acc = tl.dot(p.to(tl.float16), v, acc=acc * alpha[:, None])
-    return acc * kv_scale, m_i, l_i
-
-
-@triton.jit
-def _to_e4m3(x, EMULATE: tl.constexpr):
-    # fp32 (|x| < 448) to e4m3fn, rounding to nearest even. The interpreter's conversion
-    # mis-rounds values that round up into the next binade (e.g. 127.4 -> 64), so there x
-    # is first rounded onto the e4m3 grid in fp32, exactly, and then converted.
-    if EMULATE:
-        magnitude = tl.abs(x)
-        bits = magnitude.to(tl.int32, bitcast=True)
-        normal = (bits + 0x7FFFF + ((bits >> 20) & 1)) & -0x100000  # 3 mantissa bits, ties to even
-        subnormal = ((magnitude + 24576.0) - 24576.0).to(tl.int32, bitcast=True)  # step 2^-9 = ulp(24576)
-        rounded = tl.where(magnitude < 0.015625, subnormal, normal)
-        x = (rounded | (x.to(tl.int32, bitcast=True) & -0x80000000)).to(tl.float32, bitcast=True)
-    return x.to(tl.float8e4nv)
-
-
-@triton.jit
-def _head_e4m3_scale(amax):
-    # A power of two per head that puts its amax in [128, 256) (e4m3 reaches 448), and
-    # its inverse, both exact. A head of zeros gets 2^7; inf or NaN stays so.
-    amax_exponent = (amax.to(tl.int32, bitcast=True) >> 23) & 0xFF
-    scale_bits = tl.minimum(tl.maximum(261 - amax_exponent, 1), 253)
-    return (scale_bits << 23).to(tl.float32, bitcast=True), ((254 - scale_bits) << 23).to(tl.float32, bitcast=True)
-
-
-@triton.jit
-def _empty_group_state(GROUPS: tl.constexpr, COLUMNS: tl.constexpr):
-    # _empty_softmax_state for each of GROUPS token groups: ([G, 16], [G, 16], [G, 16, COLUMNS]).
-    return (tl.full([GROUPS, _TL_HEADS], float("-inf"), tl.float32), tl.zeros([GROUPS, _TL_HEADS], tl.float32),
-            tl.zeros([GROUPS, _TL_HEADS, COLUMNS], tl.float32))
-
-
-@triton.jit
-def _group_softmax_step(s, m_i, l_i):
-    # _online_softmax_step per (group, head): s [G, 16, T] (-inf where masked). A group
-    # can have no valid row yet (all its rows past the split's end): its max stays -inf
-    # and is subtracted as 0, so its probabilities and factor are 0, not inf - inf = NaN.
-    m_new = tl.maximum(m_i, tl.max(s, 2))
-    m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
-    alpha = tl.math.exp2(m_i - m_safe)
-    p = tl.math.exp2(s - m_safe[:, :, None])
-    return p, alpha, m_new, l_i * alpha + tl.sum(p, 2)
-
-
-@triton.jit
-def _group_merge_weights(m_i, l_i):
-    # The G token groups' softmax states (m_i, l_i [G, 16], log2 domain) -> each group's
-    # weight in the merge [G, 16] (0 for a group that saw no valid row), and the merged
-    # (m [16], l [16]). Reductions over 16 values a group: cheap even across the waves.
-    m = tl.max(m_i, 0)
-    w = tl.math.exp2(m_i - tl.where(m == float("-inf"), 0.0, m)[None, :])
-    return w, m, tl.sum(l_i * w, 0)
-
-
-@triton.jit
-def _sum_groups(x):
-    # x [G, 16, C] summed over the groups -> [16, C]: the groups to the last axis, then
-    # halved pairwise by tl.split. Written as tl.sum over the group axis, it compiled
-    # element by element (~4.5K instructions a wave on gfx950).
-    GROUPS: tl.constexpr = x.shape[0]
-    HEADS: tl.constexpr = x.shape[1]
-    COLUMNS: tl.constexpr = x.shape[2]
-    tl.static_assert(GROUPS == 1 or GROUPS == 2 or GROUPS == 4 or GROUPS == 8)
-    x = tl.permute(x, (1, 2, 0))
-    if GROUPS >= 8:
-        a, b = tl.split(x.reshape(HEADS, COLUMNS, 4, 2))
-        x = a + b
-    if GROUPS >= 4:
-        a, b = tl.split(x.reshape(HEADS, COLUMNS, 2, 2))
-        x = a + b
-    if GROUPS >= 2:
-        a, b = tl.split(x.reshape(HEADS, COLUMNS, 1, 2))
-        x = a + b
-    return x.reshape(HEADS, COLUMNS)
-
-
-@triton.jit
-def _merge_groups(acc, m_i, l_i):
-    # The G groups' states (acc [G, 16, C], m_i, l_i [G, 16]) -> one (acc [16, C], m [16],
-    # l [16]), unnormalized, by log-sum-exp.
-    w, m, l = _group_merge_weights(m_i, l_i)
-    return _sum_groups(acc * w[:, :, None]), m, l
-
-
-@triton.jit
-def _group_tile_rows(start, hi, stride, GROUPS: tl.constexpr, TOKENS: tl.constexpr):
-    # A tile of GROUPS x TOKENS rows from `start`, group g owning rows g*T .. g*T + T - 1:
-    # each row's offset from row `start` ([G, T], elements) and whether it is before `hi`.
-    # Rows at or past `hi` repeat row hi - 1 (as _fp8_tile_rows: the loads need no
-    # predicates and stay in the buffer). rows * stride does not depend on the tile, so
-    # the compiler keeps it out of the loop; a tile costs one minimum and one compare.
-    # The last row is clamped to the tile before the multiply: offsets stay under
-    # BLOCK_N x stride (decode_tails checks that it fits 32 bits) however long the split.
-    rows = tl.arange(0, GROUPS)[:, None] * TOKENS + tl.arange(0, TOKENS)[None, :]
-    last_row = tl.minimum(hi - 1 - start, GROUPS * TOKENS - 1)
-    return tl.minimum(rows * stride, last_row * stride), rows < hi - start
-
-
-@triton.jit
-def _column_quarters(x):
-    # x [R, C] -> its four column blocks [R, C / 4], left to right.
-    ROWS: tl.constexpr = x.shape[0]
-    QUARTER: tl.constexpr = x.shape[1] // 4
-    halves = tl.permute(x.reshape(ROWS, 2, 2, QUARTER), (0, 3, 2, 1))  # [r, c, b, a]: column a*2Q + b*Q + c
-    left, right = tl.split(halves)  # a = 0, 1
-    q0, q1 = tl.split(left)  # b = 0, 1
-    q2, q3 = tl.split(right)
-    return q0, q1, q2, q3
-
-
-@triton.jit
-def _join_column_quarters(q0, q1, q2, q3):
-    # The inverse of _column_quarters: four [R, Q] column blocks -> [R, 4Q].
-    ROWS: tl.constexpr = q0.shape[0]
-    QUARTER: tl.constexpr = q0.shape[1]
-    halves = tl.join(tl.join(q0, q1), tl.join(q2, q3))  # [r, c, b, a]
-    return tl.permute(halves, (0, 3, 2, 1)).reshape(ROWS, 4 * QUARTER)
-
-
-@triton.jit
-def _group_broadcast(x, GROUPS: tl.constexpr):
-    return tl.broadcast_to(x[None, :, :], (GROUPS, x.shape[0], x.shape[1]))
-
-
-@triton.jit
-def _attend_fp8_e4m3_waves(q_nope, q_pe, kv_ptr, kv_scale_ptr, lo, hi, qk_scale, stride_kv, BLOCK_N: tl.constexpr,
-                           GROUPS: tl.constexpr, EMULATE: tl.constexpr):
-    # fp8 x fp8 with each wave owning its own tokens: a tile of BLOCK_N rows is GROUPS
-    # groups of T rows, and every product is a batched 3-D dot whose batch dimension
-    # (the group) lands on the waves (GROUPS = num_warps), so no wave repeats another's
-    # Q.K^T. Each (group, head) keeps its own online softmax over its tokens (no traffic
-    # between waves in the loop); the groups are merged once at the end. The operands
-    # are fp8 x fp8: Q in e4m3 with a power-of-two scale per head (its inverse goes on
-    # the scores), P * 2^8 in e4m3 (P <= 1: the factor keeps small probabilities out of
-    # e4m3's subnormals; it comes off the output at the end). Q.K^T runs over 128-column
-    # chunks of K (and the 64 rope columns), each loaded just before its product, so a
-    # wave holds one chunk of its rows at a time, not the whole tile.
-    TOKENS: tl.constexpr = BLOCK_N // GROUPS
-    CHUNK: tl.constexpr = _TL_NOPE // 4
-    qn = q_nope.to(tl.float32)
-    qp = q_pe.to(tl.float32)
-    q_scale, q_inverse = _head_e4m3_scale(tl.maximum(tl.max(tl.abs(qn), 1), tl.max(tl.abs(qp), 1)))
-    q0, q1, q2, q3 = _column_quarters(_to_e4m3(qn * q_scale[:, None], EMULATE))
-    q0, q1 = _group_broadcast(q0, GROUPS), _group_broadcast(q1, GROUPS)
-    q2, q3 = _group_broadcast(q2, GROUPS), _group_broadcast(q3, GROUPS)
-    q_pe = _group_broadcast(_to_e4m3(qp * q_scale[:, None], EMULATE), GROUPS)
-    kv_scale = tl.load(kv_scale_ptr)
-    score_scale = qk_scale * kv_scale
-    m_i, l_i, acc0 = _empty_group_state(GROUPS, CHUNK)
-    acc1, acc2, acc3 = tl.zeros_like(acc0), tl.zeros_like(acc0), tl.zeros_like(acc0)
-    cols = tl.arange(0, CHUNK)[None, None, :]
-    for start in range(lo, hi, BLOCK_N):
-        row_offsets, row_ok = _group_tile_rows(start, hi, stride_kv, GROUPS, TOKENS)
-        tile_rows = kv_ptr + tl.cast(start, tl.int64) * stride_kv + row_offsets[:, :, None]
-        s = tl.dot(q0, tl.permute(tl.load(tile_rows + cols), (0, 2, 1)))
-        s = tl.dot(q1, tl.permute(tl.load(tile_rows + CHUNK + cols), (0, 2, 1)), acc=s)
-        s = tl.dot(q2, tl.permute(tl.load(tile_rows + 2 * CHUNK + cols), (0, 2, 1)), acc=s)
-        s = tl.dot(q3, tl.permute(tl.load(tile_rows + 3 * CHUNK + cols), (0, 2, 1)), acc=s)
-        k_pe = tl.load(tile_rows + _TL_NOPE + tl.arange(0, _TL_ROPE)[None, None, :])
-        s = tl.dot(q_pe, tl.permute(k_pe, (0, 2, 1)), acc=s)
-        s = tl.where(row_ok[:, None, :], s * q_inverse[None, :, None] * score_scale, float("-inf"))  # log2 domain
-        p, alpha, m_i, l_i = _group_softmax_step(s, m_i, l_i)
-        p = _to_e4m3(p * 256.0, EMULATE)
-        alpha = alpha[:, :, None]
-        # V (the same rows' first 512 columns, again from L2) in the same chunks.
-        acc0 = tl.dot(p, tl.load(tile_rows + cols, cache_modifier=".cg"), acc=acc0 * alpha)
-        acc1 = tl.dot(p, tl.load(tile_rows + CHUNK + cols, cache_modifier=".cg"), acc=acc1 * alpha)
-        acc2 = tl.dot(p, tl.load(tile_rows + 2 * CHUNK + cols, cache_modifier=".cg"), acc=acc2 * alpha)
-        acc3 = tl.dot(p, tl.load(tile_rows + 3 * CHUNK + cols, cache_modifier=".cg"), acc=acc3 * alpha)
-    w, m, l = _group_merge_weights(m_i, l_i)
-    w = w[:, :, None]
-    acc0, acc1, acc2, acc3 = _sum_groups(acc0 * w), _sum_groups(acc1 * w), _sum_groups(acc2 * w), _sum_groups(acc3 * w)
-    return _join_column_quarters(acc0, acc1, acc2, acc3) * (kv_scale * 0.00390625), m, l
-
-
-@triton.jit
-def _attend_mxfp4_bf16(q_nope, q_pe, kv_ptr, sc_ptr, lo, hi, qk_scale, stride_kv, stride_sr, stride_sc,
-                       BLOCK_N: tl.constexpr, EMULATE: tl.constexpr):
-    # As _attend_fp8_f16, over MXFP4 rows decoded in registers (masked loads past hi).
-    # The interpreter's bf16 dots are wrong (PROBLEM.md), its fp32 ones exact.
-    DOT_DTYPE: tl.constexpr = tl.float32 if EMULATE else tl.bfloat16
-    q_nope, q_pe = q_nope.to(DOT_DTYPE), q_pe.to(DOT_DTYPE)
-    m_i, l_i, acc = _empty_softmax_state(_TL_NOPE)
-    for start in range(lo, hi, BLOCK_N):
-        rows = start + tl.arange(0, BLOCK_N)
-        row_ok = rows < hi
-        k_nope = _load_mxfp4_blocks(kv_ptr, sc_ptr, rows, row_ok, stride_kv, stride_sr, stride_sc,
-                                    0, 16, BLOCK_N, DOT_DTYPE, "")
-        k_pe = _load_mxfp4_blocks(kv_ptr, sc_ptr, rows, row_ok, stride_kv, stride_sr, stride_sc,
-                                  16, 2, BLOCK_N, DOT_DTYPE, "")
-        s = tl.dot(q_pe, tl.trans(k_pe), acc=tl.dot(q_nope, tl.trans(k_nope)))
-        s = tl.where(row_ok[None, :], s * qk_scale, float("-inf"))  # log2 domain
-        p, alpha, m_i, l_i = _online_softmax_step(s, m_i, l_i)
-        # Decoding is the costly part: V is the decoded K tile, not a second read
-        # (re-reading, as fp8 does, measured 16-21% slower here).
-        acc = tl.dot(p.to(DOT_DTYPE), k_nope, acc=acc * alpha[:, None])
-    return acc, m_i, l_i
-
-
-_TL_V_CHUNK = tl.constexpr(64)  # V's columns the MXFP4 waves form decodes at a time
-
-
-@triton.jit
-def _e2m1_words_to_pairs(words, scales, HW_CONVERT: tl.constexpr):
-    # words (rows, 4 * blocks) uint32, four code bytes each; scales (rows, blocks) e8m0
-    # bytes -> four uint32 tensors shaped like words, byte j's two values in pairs_j as
-    # two bf16 (low half: the low nibble, the even column), times the block's scale.
-    # HW_CONVERT: gfx950's v_cvt_scalef32_pk_bf16_fp4, one instruction a byte (op_sel
-    # picks the byte, as LLVM encodes llvm.amdgcn.cvt.scalef32.pk.bf16.fp4: checked against
-    # Triton's LLVM and its own upcast by tests/test_gfx950_inline_asm.py); otherwise
-    # the same values by bit operations (any GPU, the interpreter), the scale exact down
-    # to s = 0 (the subnormal 2^-127). e2m1 times 2^k is exact in bf16 and fp32 alike,
-    # so the two agree bit for bit but in blocks of scale byte 0.
-    ROWS: tl.constexpr = words.shape[0]
-    BLOCKS: tl.constexpr = scales.shape[1]
-    if HW_CONVERT:
-        # The scale operand 2^(s-127) as fp32 bits s << 23, as Triton's own e8m0 upcast
-        # builds it: s = 0 gives +0.0 instead of 2^-127, so a block of scale byte 0
-        # (values below 2^-124) decodes to zeros here.
-        scale = tl.broadcast_to((scales.to(tl.uint32) << 23)[:, :, None], (ROWS, BLOCKS, words.shape[1] // BLOCKS))
-        scale = scale.reshape(words.shape)
-        pairs = tl.inline_asm_elementwise(
-            "v_cvt_scalef32_pk_bf16_fp4 $0, $4, $5\n"
-            "v_cvt_scalef32_pk_bf16_fp4 $1, $4, $5 op_sel:[1,0,0]\n"
-            "v_cvt_scalef32_pk_bf16_fp4 $2, $4, $5 op_sel:[0,1,0]\n"
-            "v_cvt_scalef32_pk_bf16_fp4 $3, $4, $5 op_sel:[1,1,0]",
-            "=&v,=&v,=&v,=&v,v,v", [words, scale],
-            dtype=(tl.uint32, tl.uint32, tl.uint32, tl.uint32), is_pure=True, pack=1)
-        return pairs[0], pairs[1], pairs[2], pairs[3]
-    else:
-        scale = tl.broadcast_to(_e8m0_to_f32(scales)[:, :, None], (ROWS, BLOCKS, words.shape[1] // BLOCKS))
-        scale = scale.reshape(words.shape)
-        return (_e2m1_byte_to_pair(words, scale, 0), _e2m1_byte_to_pair(words, scale, 8),
-                _e2m1_byte_to_pair(words, scale, 16), _e2m1_byte_to_pair(words, scale, 24))
-
-
-@triton.jit
-def _e2m1_byte_to_pair(words, scale, SHIFT: tl.constexpr):
-    # The byte at SHIFT of each word -> its two values as bf16 bits in a uint32, as the
-    # convert instruction writes them (fp32 -> bf16 drops 16 zero bits: exact).
-    even, odd = _e2m1_pair_to_f32((words >> SHIFT) & 0xFF, scale)
-    return (even.to(tl.uint32, bitcast=True) >> 16) | (odd.to(tl.uint32, bitcast=True) & 0xFFFF0000)
-
-
-@triton.jit
-def _pair_halves(pair, OUT_DTYPE: tl.constexpr):
-    # A uint32 of two bf16 -> (low, high) as OUT_DTYPE (bf16: the bits as they are;
-    # fp32: exact, for the interpreter, whose bf16 dots are wrong).
-    if OUT_DTYPE == tl.float32:
-        return (pair << 16).to(tl.float32, bitcast=True), (pair & 0xFFFF0000).to(tl.float32, bitcast=True)
-    else:
-        return ((pair & 0xFFFF).to(tl.uint16).to(tl.bfloat16, bitcast=True),
-                (pair >> 16).to(tl.uint16).to(tl.bfloat16, bitcast=True))
-
-
-@triton.jit
-def _decode_e2m1_words(words, scales, OUT_DTYPE: tl.constexpr, HW_CONVERT: tl.constexpr):
-    # words (rows, 4 * blocks) uint32 and scales (rows, blocks) of whole 32-element
-    # blocks -> the values (rows, 32 * blocks) in column order: word w, byte j, nibble n
-    # is column 8w + 2j + n. The last join is the least significant index, so n is
-    # joined last and j's bits (j1 j0) before it; in bf16 the result is the pairs' own
-    # bits in memory order, and LLVM folds the repacking away.
-    ROWS: tl.constexpr = words.shape[0]
-    COLUMNS: tl.constexpr = words.shape[1] * 8
-    p0, p1, p2, p3 = _e2m1_words_to_pairs(words, scales, HW_CONVERT)
-    lo0, hi0 = _pair_halves(p0, OUT_DTYPE)
-    lo1, hi1 = _pair_halves(p1, OUT_DTYPE)
-    lo2, hi2 = _pair_halves(p2, OUT_DTYPE)
-    lo3, hi3 = _pair_halves(p3, OUT_DTYPE)
-    even = tl.join(tl.join(lo0, lo2), tl.join(lo1, lo3))
-    odd = tl.join(tl.join(hi0, hi2), tl.join(hi1, hi3))
-    return tl.join(even, odd).reshape(ROWS, COLUMNS)
-
-
-@triton.jit
-def _score_part(acc, row_codes, row_scales, stride_sc, q_t, q_t_scales, PART: tl.constexpr, EMULATE: tl.constexpr):
-    # acc (rows, 16) + K.Q^T over the nope dims 128 * PART onwards, tokens as M: the
-    # tile's e2m1 codes (rows, 64 bytes) with their e8m0 scales (rows, 4) by
-    # tl.dot_scaled against e4m3 Q^T (128, 16) with its e8m0 scales (16, 4): each head's
-    # power-of-two inverse, which the scaled MFMA applies. A quarter at a time: the whole
-    # 512 dims at once spilled on gfx950. Under the interpreter, which cannot run
-    # dot_scaled, the same product over the decoded values in fp32 (a head's blocks all
-    # carry the same scale: their max is it).
-    scales = tl.load(row_scales + (tl.arange(0, _TL_NOPE // 128) + PART * _TL_NOPE // 128)[None, :] * stride_sc)
-    if EMULATE:
-        row_words = row_codes.to(tl.pointer_type(tl.uint32))
-        words = tl.load(row_words + (tl.arange(0, _TL_NOPE // 32) + PART * _TL_NOPE // 32)[None, :])
-        k = _decode_e2m1_words(words, scales, tl.float32, False)
-        return tl.dot(k, q_t.to(tl.float32) * tl.max(_e8m0_to_f32(q_t_scales), 1)[None, :], acc=acc)
-    else:
-        codes = tl.load(row_codes + (tl.arange(0, _TL_NOPE // 8) + PART * _TL_NOPE // 8)[None, :])
-        return tl.dot_scaled(codes, scales, "e2m1", q_t, q_t_scales, "e4m3", acc=acc)
-
-
-@triton.jit
-def _value_part(acc, alpha, p, row_words, row_scales, stride_sc, CHUNK: tl.constexpr, DOT_DTYPE: tl.constexpr,
-                HW_CONVERT: tl.constexpr):
-    # acc (G, 16, _TL_V_CHUNK) * alpha + P (G, 16, 32) . V over V's columns from
-    # CHUNK * _TL_V_CHUNK, decoded from 4-byte words (8 columns a word, 32 a scale). A
-    # chunk at a time: the decoded tile takes fewer registers (128 columns and more
-    # spilled on gfx950) and less LDS on its way to the MFMA.
-    words = tl.load(row_words + (tl.arange(0, _TL_V_CHUNK // 8) + CHUNK * _TL_V_CHUNK // 8)[None, :],
-                    cache_modifier=".cg")
-    scales = tl.load(row_scales + (tl.arange(0, _TL_V_CHUNK // 32) + CHUNK * _TL_V_CHUNK // 32)[None, :] * stride_sc)
-    v = _decode_e2m1_words(words, scales, DOT_DTYPE, HW_CONVERT)
-    return tl.dot(p, v.reshape(p.shape[0], p.shape[2], _TL_V_CHUNK), acc=acc * alpha[:, :, None])
-
-
-@triton.jit
-def _row_quarters(x):
-    # x [4N, C] -> its four row blocks [N, C], top to bottom. (Splitting Q^T's rows, not
-    # Q's columns then transposing each: the latter left one VGPR spilled on gfx950.)
-    N: tl.constexpr = x.shape[0] // 4
-    COLUMNS: tl.constexpr = x.shape[1]
-    top, bottom = tl.split(tl.permute(x.reshape(2, 2 * N, COLUMNS), (1, 2, 0)))
-    x0, x1 = tl.split(tl.permute(top.reshape(2, N, COLUMNS), (1, 2, 0)))
-    x2, x3 = tl.split(tl.permute(bottom.reshape(2, N, COLUMNS), (1, 2, 0)))
-    return x0, x1, x2, x3
-
-
-@triton.jit
-def _join_column_halves(left, right):
-    # Two [R, C] column blocks side by side -> [R, 2C].
-    return tl.permute(tl.join(left, right), (0, 2, 1)).reshape(left.shape[0], 2 * left.shape[1])
-
-
-@triton.jit
-def _attend_mxfp4_waves(q_nope, q_pe, kv_ptr, sc_ptr, lo, hi, qk_scale, stride_kv, stride_sr, stride_sc,
-                        BLOCK_N: tl.constexpr, GROUPS: tl.constexpr, HW_CONVERT: tl.constexpr,
-                        EMULATE: tl.constexpr):
-    # Each wave owns its own tokens: a tile of BLOCK_N rows is GROUPS groups of T rows,
-    # one group a wave (GROUPS = num_warps), so no wave repeats another's scores or
-    # decode. Scores come tokens-as-M from dot_scaled (_score_part: the tile's rows as
-    # M, the 16 heads as N, so Triton lays the rows on the waves), viewed as
-    # [G, 16, T]; the online softmax runs per (group, head) with nothing crossing waves
-    # in the loop; O [G, 16, 512] += P.V per group (3-D dots batched over the groups),
-    # V decoded from 4-byte words in column order. The groups are merged once, after the
-    # loop. Q.K^T in four 128-dim parts and V in eight 64-column chunks: whole, they
-    # spilled on gfx950 (a wave holds O's 128 registers throughout).
-    TOKENS: tl.constexpr = BLOCK_N // GROUPS
-    DOT_DTYPE: tl.constexpr = tl.float32 if EMULATE else tl.bfloat16
-    CONVERT: tl.constexpr = HW_CONVERT and not EMULATE  # the interpreter runs no assembly
-    qn = q_nope.to(tl.float32)
-    q_scale, q_inverse = _head_e4m3_scale(tl.max(tl.abs(qn), 1))
-    # q_inverse (a power of two per head, 2^-126 .. 2^126) as the e8m0 scale of each of
-    # Q's 32-dim blocks in a 128-dim part: the scores need no multiply by it.
-    q_t_scales = tl.broadcast_to(((q_inverse.to(tl.int32, bitcast=True) >> 23).to(tl.uint8))[:, None], (_TL_HEADS, 4))
-    q0, q1, q2, q3 = _row_quarters(tl.trans(_to_e4m3(qn * q_scale[:, None], EMULATE)))  # Q^T's 128-dim parts
-    q_pe_t = tl.trans(q_pe.to(DOT_DTYPE))
-    m_i, l_i, acc0 = _empty_group_state(GROUPS, _TL_V_CHUNK)
-    acc1, acc2, acc3, acc4 = tl.zeros_like(acc0), tl.zeros_like(acc0), tl.zeros_like(acc0), tl.zeros_like(acc0)
-    acc5, acc6, acc7 = tl.zeros_like(acc0), tl.zeros_like(acc0), tl.zeros_like(acc0)
-    for start in range(lo, hi, BLOCK_N):
-        # Rows past hi repeat row hi - 1 (loads need no predicate) and score -inf.
-        row_ok = start + tl.arange(0, BLOCK_N) < hi
-        rows = tl.minimum(start + tl.arange(0, BLOCK_N), hi - 1).to(tl.int64)
-        row_codes = kv_ptr + rows[:, None] * stride_kv
-        row_words = row_codes.to(tl.pointer_type(tl.uint32))  # _mxfp4_operands checks alignment
-        row_scales = sc_ptr + rows[:, None] * stride_sr
-        pe_scales = tl.load(row_scales + (tl.arange(0, _TL_ROPE // 32) + _TL_NOPE // 32)[None, :] * stride_sc)
-        pe_words = tl.load(row_words + (tl.arange(0, _TL_ROPE // 8) + _TL_NOPE // 8)[None, :])
-        k_pe = _decode_e2m1_words(pe_words, pe_scales, DOT_DTYPE, CONVERT)
-        s = tl.zeros([BLOCK_N, _TL_HEADS], tl.float32)
-        s = _score_part(s, row_codes, row_scales, stride_sc, q0, q_t_scales, 0, EMULATE)
-        s = _score_part(s, row_codes, row_scales, stride_sc, q1, q_t_scales, 1, EMULATE)
-        s = _score_part(s, row_codes, row_scales, stride_sc, q2, q_t_scales, 2, EMULATE)
-        s = _score_part(s, row_codes, row_scales, stride_sc, q3, q_t_scales, 3, EMULATE)
-        # the rope dims exactly: decoded K against bf16 Q
-        s = tl.dot(k_pe, q_pe_t, acc=s)
-        s = tl.where(row_ok[:, None], s * qk_scale, float("-inf"))  # log2 domain
-        s = tl.permute(s.reshape(GROUPS, TOKENS, _TL_HEADS), (0, 2, 1))
-        p, alpha, m_i, l_i = _group_softmax_step(s, m_i, l_i)
-        p = p.to(DOT_DTYPE)
-        acc0 = _value_part(acc0, alpha, p, row_words, row_scales, stride_sc, 0, DOT_DTYPE, CONVERT)
-        acc1 = _value_part(acc1, alpha, p, row_words, row_scales, stride_sc, 1, DOT_DTYPE, CONVERT)
-        acc2 = _value_part(acc2, alpha, p, row_words, row_scales, stride_sc, 2, DOT_DTYPE, CONVERT)
-        acc3 = _value_part(acc3, alpha, p, row_words, row_scales, stride_sc, 3, DOT_DTYPE, CONVERT)
-        acc4 = _value_part(acc4, alpha, p, row_words, row_scales, stride_sc, 4, DOT_DTYPE, CONVERT)
-        acc5 = _value_part(acc5, alpha, p, row_words, row_scales, stride_sc, 5, DOT_DTYPE, CONVERT)
-        acc6 = _value_part(acc6, alpha, p, row_words, row_scales, stride_sc, 6, DOT_DTYPE, CONVERT)
-        acc7 = _value_part(acc7, alpha, p, row_words, row_scales, stride_sc, 7, DOT_DTYPE, CONVERT)
-    # The groups merged once, a chunk at a time, then the chunks side by side: each half
-    # of the columns from its four chunks, then the two halves. (Two other orders of the
-    # same joins each left a VGPR spilled across the loop in one specialization on gfx950.)
-    w, m, l = _group_merge_weights(m_i, l_i)
-    w = w[:, :, None]
-    o0, o1, o2, o3 = _sum_groups(acc0 * w), _sum_groups(acc1 * w), _sum_groups(acc2 * w), _sum_groups(acc3 * w)
-    o4, o5, o6, o7 = _sum_groups(acc4 * w), _sum_groups(acc5 * w), _sum_groups(acc6 * w), _sum_groups(acc7 * w)
-    return _join_column_halves(_join_column_quarters(o0, o1, o2, o3), _join_column_quarters(o4, o5, o6, o7)), m, l
-
-
-@triton.jit(do_not_specialize=["total_q", "kv_rows", "num_splits"])
-def _mla_decode_kernel(
-    q_ptr, kv_ptr, kv_scale_ptr, qo_indptr_ptr, kv_indptr_ptr, out_ptr,
-    part_o_ptr, part_lse_ptr, counters_ptr,
-    qk_scale, total_q, kv_rows, num_splits,
-    stride_q_tok, stride_q_head, stride_kv, stride_sr, stride_sc, stride_o_tok, stride_o_head,
-    KV_FORM: tl.constexpr, SPLIT: tl.constexpr, COMBINE_IN_KERNEL: tl.constexpr, ARRIVALS: tl.constexpr,
-    BLOCK_N: tl.constexpr, WAVE_GROUPS: tl.constexpr, EMULATE: tl.constexpr,
-):
-    split = tl.program_id(0)
-    b = tl.program_id(1)
-    heads = tl.arange(0, _TL_HEADS)
-
-    # This program's token range, clamped to the buffer whatever kv_indptr says.
-    seq_end = tl.minimum(tl.maximum(tl.load(kv_indptr_ptr + b + 1), 0), kv_rows)
-    seq_start = tl.minimum(tl.maximum(tl.load(kv_indptr_ptr + b), 0), seq_end)
-    chunk = tl.cdiv(tl.cdiv(seq_end - seq_start, num_splits), BLOCK_N) * BLOCK_N
-    lo = tl.minimum(seq_start + split * chunk, seq_end)
-    hi = tl.minimum(lo + chunk, seq_end)
-    q_row = tl.minimum(tl.maximum(tl.load(qo_indptr_ptr + b), 0), total_q - 1)
-
-    q_base = q_ptr + q_row.to(tl.int64) * stride_q_tok + heads[:, None] * stride_q_head
-    q_nope = tl.load(q_base + tl.arange(0, _TL_NOPE)[None, :])
-    q_pe = tl.load(q_base + _TL_NOPE + tl.arange(0, _TL_ROPE)[None, :])
-    if KV_FORM == "fp8_f16":
-        acc, m_i, l_i = _attend_fp8_f16(q_nope, q_pe, kv_ptr, kv_scale_ptr, lo, hi, qk_scale, stride_kv, BLOCK_N)
-    elif KV_FORM == "fp8_e4m3_waves":
-        acc, m_i, l_i = _attend_fp8_e4m3_waves(q_nope, q_pe, kv_ptr, kv_scale_ptr, lo, hi, qk_scale, stride_kv,
-                                               BLOCK_N, WAVE_GROUPS, EMULATE)
-    elif KV_FORM == "mxfp4_bf16":
-        acc, m_i, l_i = _attend_mxfp4_bf16(q_nope, q_pe, kv_ptr, kv_scale_ptr, lo, hi, qk_scale, stride_kv,
-                                           stride_sr, stride_sc, BLOCK_N, EMULATE)
-    else:
-        tl.static_assert(KV_FORM == "mxfp4_waves" or KV_FORM == "mxfp4_waves_cvt")
-        acc, m_i, l_i = _attend_mxfp4_waves(q_nope, q_pe, kv_ptr, kv_scale_ptr, lo, hi, qk_scale, stride_kv,
-                                            stride_sr, stride_sc, BLOCK_N, WAVE_GROUPS, KV_FORM == "mxfp4_waves_cvt",
-                                            EMULATE)
-    o = acc * (1.0 / tl.where(l_i > 0, l_i, 1.0))[:, None]  # one reciprocal a head; an empty range: zeros
-    if SPLIT:
-        part = b.to(tl.int64) * num_splits + split
-        lse = tl.where(l_i > 0, m_i + tl.math.log2(l_i), float("-inf"))
-        tl.store(part_lse_ptr + part * _TL_HEADS + heads, lse)
-        _store_rows(part_o_ptr, part, _TL_HEADS * _TL_NOPE, _TL_NOPE, o)
-        if COMBINE_IN_KERNEL:
-            # The last program of the sequence to arrive merges (otherwise
-            # _combine_splits_kernel, launched next in the same queue, does). An arrival
-            # releases (gpu scope) the partial stores before it; the merging program's
-            # reads follow an acquire. On AMD a release orders its own wave's stores only
-            # (a workgroup barrier waits for none), so every thread arrives for itself
-            # (ARRIVALS: one a thread), and in the program that completes the count
-            # (num_splits x ARRIVALS) every thread acquires by taking its arrivals back,
-            # which resets the counter; the value taken bounds the merge, as the count
-            # recorded it. On NVIDIA (ARRIVALS 1) one thread arrives after bar.sync, which
-            # makes its release cumulative under the PTX model (the sm_90 PTX: bar.sync,
-            # then @p atom.global.gpu.acq_rel.add by thread 0, its value shared through
-            # shared memory and bar.sync). bench/combine_release.py checks gfx950's code.
-            # acq_rel, not release / acquire: Triton 3.6 swaps those two fences on the AMD
-            # buffer atomics these become (triton-lang/triton#11081).
-            if ARRIVALS == 1:
-                tl.debug_barrier()
-            arrival = tl.full([ARRIVALS], 1, tl.int32)
-            counter = counters_ptr + b + 0 * arrival
-            arrived = tl.atomic_add(counter, arrival, sem="acq_rel", scope="gpu")
-            if tl.max(arrived, 0) == num_splits * ARRIVALS - 1:
-                recorded = tl.atomic_add(counter, -num_splits * arrival, sem="acq_rel", scope="gpu")
-                o = _combine_splits_in_program(part_o_ptr, part_lse_ptr, b, tl.max(recorded, 0) // ARRIVALS)
-                _store_rows(out_ptr, q_row, stride_o_tok, stride_o_head, o)
-    else:
-        _store_rows(out_ptr, q_row, stride_o_tok, stride_o_head, o)
-# ==== end Triton kernels ====
-
-
-# ==== Gluon kernels ====
-# The fp8 and MXFP4 decodes written in Gluon (triton.experimental.gluon): layouts, shared memory,
-# asynchronous copies and MMAs are explicit, so the KV tiles can go global -> shared
-# memory by the hardware's copy engine into a ring of STAGES buffers while the tile before
-# them is multiplied (Triton's pipeliner cannot hold the next tile in this kernel).
-# One kernel body serves two GPUs, chosen by the constexpr ARCH:
-#   "cdna4" (gfx950, the leaderboard's): cdna4.async_copy.buffer_load_to_shared (a buffer
-#           load with 32-bit offsets straight into LDS) + commit_group / wait_group, LDS
-#           reads marked as ordered by that wait (load_shared_relaxed), products fp8 x fp8
-#           by the MFMA (16x16x128 for the 512 nope columns, 16x16x32 for the rest).
-#   "ampere" (NVIDIA sm_80+, the twin run on the H200): ampere.async_copy.async_load
-#           (cp.async; async_copy_global_to_shared before Triton 3.8) + commit_group / wait_group, products
-#           by ampere.mma_v2, which has no fp8: e4m3 operands are widened to fp16 after
-#           the shared-memory read (exact), so both GPUs multiply the same values.
-# Everything else is shared: split bounds, row clamping, ring indices, Q's e4m3 scaling,
-# the online softmax, the merge of the waves and the split store. The H200 never executes
-# the "cdna4" branches (of _gluon_copy_tile, _gluon_wait, _gluon_read_stage, _gluon_mma,
-# _gluon_mma_k128, which alone calls _gluon_mfma_k128; for MXFP4 of _gluon_e2m1_scaled_pairs
-# (the convert instruction), _gluon_load_bytes, _gluon_mxfp4_q_operands and
-# _gluon_mxfp4_scores (mfma_scaled)) nor the cdna4 layouts of the _gluon_*_layout /
-# _gluon_*k_width functions (the MXFP4 linear layouts included); those lines are checked
-# only by compiling for gfx950 (bench/compile_target.py, bench/gluon_isa.py).
-# fp8: a tile is GROUPS groups of TOKENS rows; group g is read and multiplied by its own
-# waves (the MMA layout puts the group axis on the warps), each keeping its own softmax
-# state, merged once after the loop, as the Triton wave forms do. MXFP4 (its own part below)
-# splits P.V's columns over the groups instead, and shares the split bounds, the Q scaling
-# rule, the MMA helpers and the output path. Gluon does not run under TRITON_INTERPRET (it
-# asks for a GPU driver) nor on a CPU: the host refuses a Gluon form there
-# (check_gluon_here) before any launch.
+# =====================================================================================
+# 2. Kernels
+# Fused MLA decode over the fp8 or the MXFP4 KV cache (the bf16 one is read only by the
+# torch route). Grid (num_splits, batch): a program owns one KV split of one sequence and
+# all 16 heads, so each KV byte is read from HBM once. Lengths come from kv_indptr inside
+# the kernel and are clamped to the buffer (_split_bounds): a bad indptr cannot read out of
+# bounds. Tile rows past a split's end repeat its last row and score -inf, so loads need no
+# predicates. With several splits each program stores its normalized partial output and
+# log2-sum-exp; a second kernel merges them (_combine_splits_kernel), or, in one launch,
+# the last program of the sequence to finish (_combine_splits_in_program; both are
+# autopick candidates).
+#
+# The forms (section 3.1 holds their records): what the two products multiply in.
+#   fp8   f16         e4m3 K/V widened to fp16 (exact), Q scaled into fp16's range per
+#                     head: the H200's fastest.
+#   fp8   e4m3_waves  fp8 x fp8 (CDNA4's native MFMA): Q in e4m3 (_q_e4m3_scale), P * 2^8
+#                     in e4m3; each wave owns its own tokens (a wave form, below).
+#   fp8   gluon       the e4m3_waves numerics in Gluon, the next tiles copied to shared
+#                     memory while this one is multiplied (section 2.3).
+#   mxfp4 bf16        K/V decoded to bf16 in registers, one decode for both products.
+#   mxfp4 waves       each wave owns its own tokens: Q.K^T over the 512 nope dims by
+#                     tl.dot_scaled (e4m3 Q x e2m1 K with the cache's e8m0 scales: CDNA4's
+#                     scaled MFMA), the 64 rope dims and P.V in bf16 on decoded values; on
+#                     gfx950 (hw_convert) decoded by v_cvt_scalef32_pk_bf16_fp4, one
+#                     instruction a byte, elsewhere by bit operations.
+#   mxfp4 gluon       scaled MFMAs on the codes, V by the convert instruction, in Gluon.
+# V's block scales run along the output columns, so P.V cannot take them as dot_scaled's
+# scales; the decode applies them. Under TRITON_INTERPRET the Triton kernels get EMULATE:
+# what the interpreter lacks or gets wrong is computed another way, exactly for fp8
+# rounding, dot_scaled (decode + fp32 dot) and the gfx950 convert (bit operations), and
+# in fp32 for bf16 dots (more precise than bf16; tests/test_gpu_emulation.py compares on a
+# GPU). Wave forms: a tile is WAVE_GROUPS = num_warps groups of rows, the products are 3-D
+# dots batched over the groups, which Triton lays on the waves (warpsPerCTA [G, 1, 1]): no
+# wave repeats another's products; each group keeps its own softmax state and the groups
+# are merged once after the loop (_group_merge_weights, _sum_groups).
+# bench/gfx950_report.py compiles every form for the MI355X and reads its ISA.
+# =====================================================================================
+
+
+# -------------------------------------------------------------------------------------
+# 2.0 Gluon, where this Triton has it (section 2.3 holds its kernels)
+# -------------------------------------------------------------------------------------
 try:
     from triton.experimental import gluon
     from triton.experimental.gluon import language as gl
     from triton.experimental.gluon.language.amd import cdna4 as gl_cdna4
     from triton.experimental.gluon.language.nvidia import ampere as gl_ampere
-    from triton.experimental.gluon.language._core import builtin as gluon_builtin
+    from triton.experimental.gluon.language._core import builtin as _gluon_builtin_of_triton
     _GLUON_IMPORT_ERROR = ""
 except Exception as error:  # any failure of the experimental modules: no Gluon form is offered
-    gluon = None
+    gluon = gl = gl_cdna4 = gl_ampere = None
     _GLUON_IMPORT_ERROR = f"triton.experimental.gluon does not import: {type(error).__name__}: {error}"
 
 _TRITON_VERSION = tuple(int(part) for part in re.match(r"(\d+)\.(\d+)", triton.__version__).groups())
@@ -1221,10 +214,2047 @@ def _check_gluon_api() -> dict:
     return {"": shared, **{part: shared or _gluon_api_problem(part) for part in ("cdna4", "ampere")}}
 
 
-# Checked once, at import; the kernels below are defined only where the shared code passes.
+# Checked once, at import: where the shared part passes, the Gluon functions below are
+# Gluon's; elsewhere each is a GluonUnavailable, which refuses to run and says why.
 _GLUON_PROBLEMS = _check_gluon_api()
 GLUON_AVAILABLE = not _GLUON_PROBLEMS[""]
-GLUON_ARCHS = {"gfx950": "cdna4"}  # device architecture -> the kernel's ARCH; NVIDIA sm_80+ -> "ampere"
+
+
+class GluonUnavailable:
+    """A Gluon function of this file where this Triton's Gluon cannot build the kernels:
+    launching or calling it raises RuntimeError with the reason (the host offers no Gluon
+    form there, so only a direct call meets it)."""
+
+    def __init__(self, fn, reason: str):
+        self.fn = fn
+        self.reason = reason
+        self.__name__ = fn.__name__
+
+    def _refuse(self, *args, **kwargs):
+        raise RuntimeError(f"{self.__name__} is a Gluon function and this Triton cannot build it: {self.reason}")
+
+    __call__ = __getitem__ = _refuse
+
+
+def _gluon_decorator(gluon_decorator):
+    """gluon_decorator where Gluon builds the kernels (GLUON_AVAILABLE), else one that makes
+    GluonUnavailable objects; either used bare (@d) or with options (@d(...))."""
+    if GLUON_AVAILABLE:
+        return gluon_decorator
+
+    def unavailable(fn=None, **options):
+        if fn is None:
+            return lambda fn: GluonUnavailable(fn, _GLUON_PROBLEMS[""])
+        return GluonUnavailable(fn, _GLUON_PROBLEMS[""])
+    return unavailable
+
+
+gluon_jit = _gluon_decorator(gluon and gluon.jit)
+gluon_constexpr_function = _gluon_decorator(gluon and gluon.constexpr_function)
+gluon_builtin = _gluon_decorator(gluon and _gluon_builtin_of_triton)
+
+# The spellings this Triton has of the names it renamed (_GLUON_API; None where it lacks both).
+_gluon_barrier = _first_spelling("gl.barrier|gl.thread_barrier")
+_gluon_async_load = _first_spelling("gl_ampere.async_copy.async_load|gl_ampere.async_copy.async_copy_global_to_shared")
+# The scaled dot's formats: constexprs through Triton 3.7, str from 3.8 (tl.dot_scaled
+# unwraps them before the semantic layer that _gluon_mfma_k128 calls).
+_DOT_SCALED_E4M3 = gl.constexpr("e4m3") if GLUON_AVAILABLE and _TRITON_VERSION < (3, 8) else "e4m3"
+
+
+# -------------------------------------------------------------------------------------
+# 2.1 Rules the forms share
+# A rule both kernel languages use is written once, as a plain function jitted for each
+# (_in_both_languages). Its body takes only tl.* operations on the values it is given, no
+# layouts: Gluon runs those through its own semantics (as Triton's Gluon does for the tl.*
+# functions it re-exports, gl.cdiv and gl.max among them), so both compile the same
+# operations. What needs layouts is written once per language (the in-program merge,
+# the arrival protocol), and the Gluon version says which Triton one it follows.
+# -------------------------------------------------------------------------------------
+def _in_both_languages(rule):
+    """(The Triton JIT function, the Gluon one) of a rule written once for both."""
+    return triton.jit(rule), gluon_jit(rule)
+
+
+def _split_bounds_rule(kv_indptr_ptr, b, split, kv_rows, num_splits, BLOCK_N: tl.constexpr):
+    # Program (split, b)'s token range [lo, hi): sequence b's rows, clamped to the buffer
+    # whatever kv_indptr says, cut into num_splits runs of whole tiles.
+    seq_end = tl.minimum(tl.maximum(tl.load(kv_indptr_ptr + b + 1), 0), kv_rows)
+    seq_start = tl.minimum(tl.maximum(tl.load(kv_indptr_ptr + b), 0), seq_end)
+    chunk = tl.cdiv(tl.cdiv(seq_end - seq_start, num_splits), BLOCK_N) * BLOCK_N
+    lo = tl.minimum(seq_start + split * chunk, seq_end)
+    return lo, tl.minimum(lo + chunk, seq_end)
+
+
+_split_bounds, _gluon_split_bounds = _in_both_languages(_split_bounds_rule)
+
+
+def _query_row_rule(qo_indptr_ptr, b, total_q):
+    # Sequence b's query row, clamped to Q whatever qo_indptr says.
+    return tl.minimum(tl.maximum(tl.load(qo_indptr_ptr + b), 0), total_q - 1)
+
+
+_query_row, _gluon_query_row = _in_both_languages(_query_row_rule)
+
+
+# Q's e4m3 scale, per head, in the forms that multiply Q in e4m3 (fp8 e4m3_waves and gluon,
+# MXFP4 waves and gluon): the power of two that puts the head's amax in [128, 256) (e4m3
+# reaches 448: no value overflows, each keeps e4m3's precision), and its inverse, which the
+# scores take back (a multiply, or Q's e8m0 block scale in a scaled MFMA). Both exact,
+# 2^-126 .. 2^126 (a head of zeros gets 2^126). A head whose amax is inf or NaN gets a NaN
+# inverse (as an e8m0 byte 0xFF, the OCP MX NaN), so its scores and its output are NaN, as
+# exact attention's are: its e4m3 conversion alone could saturate an inf to a finite value.
+# (A compiled max may drop a NaN element, maxnum, but that element's own e4m3 conversion
+# carries it into the scores; the interpreter's e4m3 cannot hold a NaN, so there the forms
+# take it into amax: _emulated_amax.) tests/test_q_e4m3_scale.py states the rule in Python
+# and holds every version to it.
+def _q_e4m3_scale_rule(amax):
+    amax_exponent = (amax.to(tl.int32, bitcast=True) >> 23) & 0xFF  # biased: 0 for 0, 255 for inf and NaN
+    scale_bits = tl.minimum(tl.maximum(261 - amax_exponent, 1), 253)  # 2^(134 - exponent), within fp32's normals
+    scale = (scale_bits << 23).to(tl.float32, bitcast=True)
+    inverse = ((254 - scale_bits) << 23).to(tl.float32, bitcast=True)
+    return scale, tl.where(amax_exponent == 255, float("nan"), inverse)
+
+
+_q_e4m3_scale, _gluon_q_e4m3_scale = _in_both_languages(_q_e4m3_scale_rule)
+
+
+@triton.jit
+def _emulated_amax(amax, x, EMULATE: tl.constexpr):
+    # amax (per row of x), NaN under the interpreter where the row holds a NaN: the
+    # interpreter's e4m3 reads the NaN byte as 480, so only Q's scale can carry it there.
+    if EMULATE:
+        amax = tl.where(tl.max((x != x).to(tl.int32), 1) > 0, float("nan"), amax)
+    return amax
+
+
+def _e8m0_of_rule(x):
+    # The e8m0 byte of a power of two (its fp32 exponent bits) or of NaN (0xFF).
+    return (x.to(tl.int32, bitcast=True) >> 23).to(tl.uint8)
+
+
+_e8m0_of, _gluon_e8m0_of = _in_both_languages(_e8m0_of_rule)
+
+
+@triton.jit
+def _to_e4m3(x, EMULATE: tl.constexpr):
+    # fp32 (|x| < 448) to e4m3fn, rounding to nearest even. The interpreter's conversion
+    # mis-rounds values that round up into the next binade (e.g. 127.4 -> 64), so there x
+    # is first rounded onto the e4m3 grid in fp32, exactly, and then converted.
+    if EMULATE:
+        magnitude = tl.abs(x)
+        bits = magnitude.to(tl.int32, bitcast=True)
+        normal = (bits + 0x7FFFF + ((bits >> 20) & 1)) & -0x100000  # 3 mantissa bits, ties to even
+        subnormal = ((magnitude + 24576.0) - 24576.0).to(tl.int32, bitcast=True)  # step 2^-9 = ulp(24576)
+        rounded = tl.where(magnitude < 0.015625, subnormal, normal)
+        x = (rounded | (x.to(tl.int32, bitcast=True) & -0x80000000)).to(tl.float32, bitcast=True)
+    return x.to(tl.float8e4nv)
+
+
+@triton.jit
+def _e8m0_to_f32(s):
+    # 2^(s-127) assembled from its bits: s << 23 for s >= 1, and for s = 0 the fp32
+    # subnormal 2^-127 (mantissa bit 22), so the bottom of the range is not flushed.
+    s = s.to(tl.uint32)
+    return tl.where(s == 0, 0x00400000, s << 23).to(tl.float32, bitcast=True)
+
+
+@triton.jit
+def _e2m1_pair_to_f32(x, scale):
+    # x: uint32 bytes, two E2M1 codes each (low nibble = even element); scale: the
+    # block's fp32 2^(s-127), broadcastable to x. Returns (even, odd) elements.
+    # Decode without a table: the code's 3 magnitude bits go to fp32 bits 22..24 (the
+    # two low exponent bits and the top mantissa bit) and its sign to bit 31. That is
+    # exactly E2M1 * 2^-126 for all 16 codes (codes 0 and 1 land on zero and the
+    # subnormal 2^-127, as E2M1's own subnormal), so one exact multiply by 2^126 fixes
+    # the exponent. The two multiplies are not folded into one factor 2^(s-1), which
+    # overflows fp32 for s >= 129 where the products are still finite.
+    even = ((x & 0x8) << 28) | ((x & 0x7) << 22)
+    odd = ((x & 0x80) << 24) | ((x & 0x70) << 18)
+    even = even.to(tl.float32, bitcast=True) * _TL_TWO_TO_126 * scale
+    odd = odd.to(tl.float32, bitcast=True) * _TL_TWO_TO_126 * scale
+    return even, odd
+
+
+_TL_TWO_TO_126 = tl.constexpr(2.0 ** 126)
+
+
+@triton.jit
+def _e2m1_byte_to_pair(words, scale, SHIFT: tl.constexpr):
+    # The byte at SHIFT of each uint32 word -> its two values (_e2m1_pair_to_f32, times
+    # `scale`) as bf16 bits in a uint32, as the convert instruction writes them: low half
+    # the low nibble's. fp32 -> bf16 drops 16 zero bits: exact.
+    even, odd = _e2m1_pair_to_f32((words >> SHIFT) & 0xFF, scale)
+    return (even.to(tl.uint32, bitcast=True) >> 16) | (odd.to(tl.uint32, bitcast=True) & 0xFFFF0000)
+
+# gfx950's v_cvt_scalef32_pk_bf16_fp4 on a word of four code bytes, one instruction a byte:
+# $0..$3 byte j's two values as two bf16 (low half: the low nibble), op_sel picking the
+# byte as LLVM encodes llvm.amdgcn.cvt.scalef32.pk.bf16.fp4 (tests/test_gfx950_inline_asm.py
+# checks the text against Triton's LLVM and its own upcast); $4 the word; $5 its block's
+# scale as the fp32 bits s << 23, 2^(s-127), except that s = 0 gives +0.0, not 2^-127: a
+# block of scale byte 0 (values below 2^-124) decodes to zeros, where the bit operations
+# (_e2m1_byte_to_pair) keep them. Outputs early-clobber: each is written before the last
+# line reads the inputs. The Triton and the Gluon MXFP4 forms' convert calls both take it.
+_CONVERT_E2M1_ASM = tl.constexpr("v_cvt_scalef32_pk_bf16_fp4 $0, $4, $5\n"
+                                 "v_cvt_scalef32_pk_bf16_fp4 $1, $4, $5 op_sel:[1,0,0]\n"
+                                 "v_cvt_scalef32_pk_bf16_fp4 $2, $4, $5 op_sel:[0,1,0]\n"
+                                 "v_cvt_scalef32_pk_bf16_fp4 $3, $4, $5 op_sel:[1,1,0]")
+_CONVERT_E2M1_CONSTRAINTS = tl.constexpr("=&v,=&v,=&v,=&v,v,v")
+
+
+@triton.jit
+def _empty_softmax_state(COLUMNS: tl.constexpr):
+    # (running max -inf, running sum 0, accumulator (16, COLUMNS) of zeros) per head.
+    return (tl.full([_TL_HEADS], float("-inf"), tl.float32), tl.zeros([_TL_HEADS], tl.float32),
+            tl.zeros([_TL_HEADS, COLUMNS], tl.float32))
+
+
+@triton.jit
+def _online_softmax_step(s, m_i, l_i):
+    # s: this tile's scores (log2 domain, -inf where masked). Returns the tile's
+    # probabilities, the factor that rescales what was accumulated, and the new state.
+    m_new = tl.maximum(m_i, tl.max(s, 1))
+    alpha = tl.math.exp2(m_i - m_new)
+    p = tl.math.exp2(s - m_new[:, None])
+    return p, alpha, m_new, l_i * alpha + tl.sum(p, 1)
+
+
+@triton.jit
+def _empty_group_state(GROUPS: tl.constexpr, COLUMNS: tl.constexpr):
+    # _empty_softmax_state for each of GROUPS token groups: ([G, 16], [G, 16], [G, 16, COLUMNS]).
+    return (tl.full([GROUPS, _TL_HEADS], float("-inf"), tl.float32), tl.zeros([GROUPS, _TL_HEADS], tl.float32),
+            tl.zeros([GROUPS, _TL_HEADS, COLUMNS], tl.float32))
+
+
+def _group_softmax_step_rule(s, m_i, l_i):
+    # _online_softmax_step per (group, head): s [G, 16, T] (log2 domain, -inf where
+    # masked). A group can have no valid row yet (all its rows past the split's end): its
+    # max stays -inf and is subtracted as 0, so its probabilities and factor are 0, not
+    # inf - inf = NaN.
+    m_new = tl.maximum(m_i, tl.max(s, 2))
+    m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
+    alpha = tl.math.exp2(m_i - m_safe)
+    p = tl.math.exp2(s - tl.expand_dims(m_safe, 2))
+    return p, alpha, m_new, l_i * alpha + tl.sum(p, 2)
+
+
+_group_softmax_step, _gluon_softmax_step = _in_both_languages(_group_softmax_step_rule)
+
+
+@triton.jit
+def _group_merge_weights(m_i, l_i):
+    # The G token groups' softmax states (m_i, l_i [G, 16], log2 domain) -> each group's
+    # weight in the merge [G, 16] (0 for a group that saw no valid row), and the merged
+    # (m [16], l [16]). Reductions over 16 values a group: cheap even across the waves.
+    m = tl.max(m_i, 0)
+    w = tl.math.exp2(m_i - tl.where(m == float("-inf"), 0.0, m)[None, :])
+    return w, m, tl.sum(l_i * w, 0)
+
+
+@triton.jit
+def _sum_groups(x):
+    # x [G, 16, C] summed over the groups -> [16, C]: the groups to the last axis, then
+    # halved pairwise by tl.split. Written as tl.sum over the group axis, it compiled
+    # element by element (~4.5K instructions a wave on gfx950).
+    GROUPS: tl.constexpr = x.shape[0]
+    HEADS: tl.constexpr = x.shape[1]
+    COLUMNS: tl.constexpr = x.shape[2]
+    tl.static_assert(GROUPS == 1 or GROUPS == 2 or GROUPS == 4 or GROUPS == 8)
+    x = tl.permute(x, (1, 2, 0))
+    if GROUPS >= 8:
+        a, b = tl.split(x.reshape(HEADS, COLUMNS, 4, 2))
+        x = a + b
+    if GROUPS >= 4:
+        a, b = tl.split(x.reshape(HEADS, COLUMNS, 2, 2))
+        x = a + b
+    if GROUPS >= 2:
+        a, b = tl.split(x.reshape(HEADS, COLUMNS, 1, 2))
+        x = a + b
+    return x.reshape(HEADS, COLUMNS)
+
+
+@triton.jit
+def _column_quarters(x):
+    # x [R, C] -> its four column blocks [R, C / 4], left to right.
+    ROWS: tl.constexpr = x.shape[0]
+    QUARTER: tl.constexpr = x.shape[1] // 4
+    halves = tl.permute(x.reshape(ROWS, 2, 2, QUARTER), (0, 3, 2, 1))  # [r, c, b, a]: column a*2Q + b*Q + c
+    left, right = tl.split(halves)  # a = 0, 1
+    q0, q1 = tl.split(left)  # b = 0, 1
+    q2, q3 = tl.split(right)
+    return q0, q1, q2, q3
+
+
+@triton.jit
+def _join_column_quarters(q0, q1, q2, q3):
+    # The inverse of _column_quarters: four [R, Q] column blocks -> [R, 4Q].
+    ROWS: tl.constexpr = q0.shape[0]
+    QUARTER: tl.constexpr = q0.shape[1]
+    halves = tl.join(tl.join(q0, q1), tl.join(q2, q3))  # [r, c, b, a]
+    return tl.permute(halves, (0, 3, 2, 1)).reshape(ROWS, 4 * QUARTER)
+
+
+@triton.jit
+def _store_rows(ptr, row, stride_tok, stride_head, o):
+    heads = tl.arange(0, _TL_HEADS)
+    cols = tl.arange(0, _TL_NOPE)
+    tl.store(ptr + row.to(tl.int64) * stride_tok + heads[:, None] * stride_head + cols[None, :],
+             o.to(ptr.dtype.element_ty))
+
+
+@triton.jit
+def _combine_splits_in_program(part_o_ptr, part_lse_ptr, b, num_splits):
+    # The same merge as _combine_splits_kernel, by one program for all heads and columns,
+    # a split at a time (about 1 us a split on the H200). .cg loads bypass L1: the
+    # partials were written by other SMs during this launch.
+    heads = tl.arange(0, _TL_HEADS)
+    cols = tl.arange(0, _TL_NOPE)
+    lse_base = part_lse_ptr + b.to(tl.int64) * num_splits * _TL_HEADS + heads
+    o_base = part_o_ptr + b.to(tl.int64) * num_splits * _TL_HEADS * _TL_NOPE + heads[:, None] * _TL_NOPE + cols[None, :]
+    lse_max = tl.full([_TL_HEADS], float("-inf"), tl.float32)
+    for s in range(num_splits):
+        lse_max = tl.maximum(lse_max, tl.load(lse_base + s * _TL_HEADS, cache_modifier=".cg"))
+    lse_max = tl.where(lse_max == float("-inf"), 0.0, lse_max)
+    acc = tl.zeros([_TL_HEADS, _TL_NOPE], tl.float32)
+    w_sum = tl.zeros([_TL_HEADS], tl.float32)
+    for s in range(num_splits):
+        w = tl.math.exp2(tl.load(lse_base + s * _TL_HEADS, cache_modifier=".cg") - lse_max)
+        acc += w[:, None] * tl.load(o_base + s * _TL_HEADS * _TL_NOPE, cache_modifier=".cg")
+        w_sum += w
+    return acc / tl.where(w_sum > 0, w_sum, 1.0)[:, None]
+
+
+@triton.jit(do_not_specialize=["total_q", "num_splits"])
+def _combine_splits_kernel(qo_indptr_ptr, out_ptr, part_o_ptr, part_lse_ptr, total_q, num_splits,
+                           stride_o_tok, stride_o_head, SPLITS_POW2: tl.constexpr, COLUMNS: tl.constexpr):
+    # Grid (batch, 16 heads, 512 / COLUMNS): the log-sum-exp merge (log2 domain) of one
+    # head's split outputs over COLUMNS columns. All the splits' partials are loaded at
+    # once, so a program waits for memory once, not once a split. Empty splits carry
+    # lse = -inf and weigh 0; a sequence with no tokens comes out as zeros.
+    b = tl.program_id(0)
+    head = tl.program_id(1)
+    cols = tl.program_id(2) * COLUMNS + tl.arange(0, COLUMNS)
+    split = tl.arange(0, SPLITS_POW2)
+    used = split < num_splits
+    part = b.to(tl.int64) * num_splits + split
+    lse = tl.load(part_lse_ptr + part * _TL_HEADS + head, mask=used, other=float("-inf"))
+    lse_max = tl.max(lse, 0)
+    weight = tl.math.exp2(lse - tl.where(lse_max == float("-inf"), 0.0, lse_max))
+    o = tl.load(part_o_ptr + (part * _TL_HEADS + head)[:, None] * _TL_NOPE + cols[None, :], mask=used[:, None],
+                other=0.0)
+    w_sum = tl.sum(weight, 0)
+    o = tl.sum(weight[:, None] * o, 0) / tl.where(w_sum > 0, w_sum, 1.0)
+    q_row = _query_row(qo_indptr_ptr, b, total_q)
+    tl.store(out_ptr + q_row.to(tl.int64) * stride_o_tok + head * stride_o_head + cols,
+             o.to(out_ptr.dtype.element_ty))
+
+
+# -------------------------------------------------------------------------------------
+# 2.2 The Triton forms
+# -------------------------------------------------------------------------------------
+# ---- fp8 f16 ----
+@triton.jit
+def _fp8_tile_rows(kv_ptr, start, hi, stride_kv, BLOCK_N: tl.constexpr):
+    # Pointers to the rows of the tile at `start`. Rows at or past `hi` repeat row hi - 1
+    # instead of being masked: the loads need no predicates (12% fewer instructions in the
+    # main loop, bench/sass_loop.py), and the kernel sets those rows' scores to -inf.
+    # Offsets within the tile are int32: decode_arguments checks BLOCK_N rows fit.
+    rows = tl.minimum(tl.arange(0, BLOCK_N), hi - 1 - start)
+    return kv_ptr + tl.cast(start, tl.int64) * stride_kv + (rows * stride_kv)[:, None]
+
+
+@triton.jit
+def _load_fp8_cols(tile_rows, FIRST: tl.constexpr, COUNT: tl.constexpr, CACHE: tl.constexpr):
+    # e4m3 -> fp16 (the fp8 kernel's MMA operand type) is exact; the per-tensor scale is
+    # applied to scores and output instead.
+    return tl.load(tile_rows + FIRST + tl.arange(0, COUNT)[None, :], cache_modifier=CACHE).to(tl.float16)
+
+
+@triton.jit
+def _q_to_f16(q_nope, q_pe):
+    # fp16 operands for the fp8 kernel: e4m3 -> fp16 is exact and one instruction a
+    # pair on the GPU (e4m3 -> bf16 takes several), and fp16 keeps 3 more mantissa bits
+    # of P than bf16. Q (bf16) gets fp16's range by a power-of-two scale per head that
+    # puts the head's amax in [2^14, 2^15): every bf16 value within 2^-24 of the amax
+    # stays exact. Returns the scaled Q and the scale, which multiplies the scores.
+    qn = q_nope.to(tl.float32)
+    qp = q_pe.to(tl.float32)
+    amax = tl.maximum(tl.max(tl.abs(qn), 1), tl.max(tl.abs(qp), 1))
+    amax_exponent = (amax.to(tl.int32, bitcast=True) >> 23) & 0xFF  # biased; 255 for inf/nan
+    scale_bits = tl.minimum(tl.maximum(amax_exponent - 14, 1), 241)
+    scale = (scale_bits << 23).to(tl.float32, bitcast=True)
+    inverse = ((254 - scale_bits) << 23).to(tl.float32, bitcast=True)  # exact: powers of two
+    return (qn * inverse[:, None]).to(tl.float16), (qp * inverse[:, None]).to(tl.float16), scale
+
+
+@triton.jit
+def _attend_fp8_f16(q_nope, q_pe, kv_ptr, kv_scale_ptr, lo, hi, qk_scale, stride_kv, BLOCK_N: tl.constexpr):
+    # Unnormalized attention of the 16 heads over rows lo..hi-1: (acc, running max, sum).
+    # fp8: dequant = code * scale; the scalar scale goes on the scores and the output.
+    q_nope, q_pe, q_scale = _q_to_f16(q_nope, q_pe)
+    kv_scale = tl.load(kv_scale_ptr)
+    score_scale = qk_scale * kv_scale
+    m_i, l_i, acc = _empty_softmax_state(_TL_NOPE)
+    for start in range(lo, hi, BLOCK_N):
+        row_ok = start + tl.arange(0, BLOCK_N) < hi
+        tile_rows = _fp8_tile_rows(kv_ptr, start, hi, stride_kv, BLOCK_N)
+        k_nope = _load_fp8_cols(tile_rows, 0, _TL_NOPE, "")
+        k_pe = _load_fp8_cols(tile_rows, _TL_NOPE, _TL_ROPE, "")
+        s = tl.dot(q_pe, tl.trans(k_pe), acc=tl.dot(q_nope, tl.trans(k_nope)))
+        # Two multiplies, not one by their product, which can under- or overflow.
+        s = tl.where(row_ok[None, :], s * q_scale[:, None] * score_scale, float("-inf"))  # log2 domain
+        p, alpha, m_i, l_i = _online_softmax_step(s, m_i, l_i)
+        # Read V again (L2, not HBM) rather than reuse k_nope: a load that feeds one
+        # product keeps its own operand layout and frees registers (5-20% faster on the
+        # H200, results/2026-11-29-h200-fp8-reload).
+        v = _load_fp8_cols(tile_rows, 0, _TL_NOPE, ".cg")
+        acc = tl.dot(p.to(tl.float16), v, acc=acc * alpha[:, None])
+    return acc * kv_scale, m_i, l_i
+
+
+# ---- fp8 e4m3_waves ----
+@triton.jit
+def _group_tile_rows(start, hi, stride, GROUPS: tl.constexpr, TOKENS: tl.constexpr):
+    # A tile of GROUPS x TOKENS rows from `start`, group g owning rows g*T .. g*T + T - 1:
+    # each row's offset from row `start` ([G, T], elements) and whether it is before `hi`.
+    # Rows at or past `hi` repeat row hi - 1 (as _fp8_tile_rows: the loads need no
+    # predicates and stay in the buffer). rows * stride does not depend on the tile, so
+    # the compiler keeps it out of the loop; a tile costs one minimum and one compare.
+    # The last row is clamped to the tile before the multiply: offsets stay under
+    # BLOCK_N x stride (decode_arguments checks that it fits 32 bits) however long the split.
+    rows = tl.arange(0, GROUPS)[:, None] * TOKENS + tl.arange(0, TOKENS)[None, :]
+    last_row = tl.minimum(hi - 1 - start, GROUPS * TOKENS - 1)
+    return tl.minimum(rows * stride, last_row * stride), rows < hi - start
+
+
+@triton.jit
+def _group_broadcast(x, GROUPS: tl.constexpr):
+    return tl.broadcast_to(x[None, :, :], (GROUPS, x.shape[0], x.shape[1]))
+
+
+@triton.jit
+def _attend_fp8_e4m3_waves(q_nope, q_pe, kv_ptr, kv_scale_ptr, lo, hi, qk_scale, stride_kv, BLOCK_N: tl.constexpr,
+                           GROUPS: tl.constexpr, EMULATE: tl.constexpr):
+    # fp8 x fp8 with each wave owning its own tokens: a tile of BLOCK_N rows is GROUPS
+    # groups of T rows, and every product is a batched 3-D dot whose batch dimension
+    # (the group) lands on the waves (GROUPS = num_warps), so no wave repeats another's
+    # Q.K^T. Each (group, head) keeps its own online softmax over its tokens (no traffic
+    # between waves in the loop); the groups are merged once at the end. The operands
+    # are fp8 x fp8: Q in e4m3 with a power-of-two scale per head (its inverse goes on
+    # the scores), P * 2^8 in e4m3 (P <= 1: the factor keeps small probabilities out of
+    # e4m3's subnormals; it comes off the output at the end). Q.K^T runs over 128-column
+    # chunks of K (and the 64 rope columns), each loaded just before its product, so a
+    # wave holds one chunk of its rows at a time, not the whole tile.
+    TOKENS: tl.constexpr = BLOCK_N // GROUPS
+    CHUNK: tl.constexpr = _TL_NOPE // 4
+    qn = q_nope.to(tl.float32)
+    qp = q_pe.to(tl.float32)
+    amax = tl.maximum(tl.max(tl.abs(qn), 1), tl.max(tl.abs(qp), 1))
+    q_scale, q_inverse = _q_e4m3_scale(_emulated_amax(_emulated_amax(amax, qn, EMULATE), qp, EMULATE))
+    q0, q1, q2, q3 = _column_quarters(_to_e4m3(qn * q_scale[:, None], EMULATE))
+    q0, q1 = _group_broadcast(q0, GROUPS), _group_broadcast(q1, GROUPS)
+    q2, q3 = _group_broadcast(q2, GROUPS), _group_broadcast(q3, GROUPS)
+    q_pe = _group_broadcast(_to_e4m3(qp * q_scale[:, None], EMULATE), GROUPS)
+    kv_scale = tl.load(kv_scale_ptr)
+    score_scale = qk_scale * kv_scale
+    m_i, l_i, acc0 = _empty_group_state(GROUPS, CHUNK)
+    acc1, acc2, acc3 = tl.zeros_like(acc0), tl.zeros_like(acc0), tl.zeros_like(acc0)
+    cols = tl.arange(0, CHUNK)[None, None, :]
+    for start in range(lo, hi, BLOCK_N):
+        row_offsets, row_ok = _group_tile_rows(start, hi, stride_kv, GROUPS, TOKENS)
+        tile_rows = kv_ptr + tl.cast(start, tl.int64) * stride_kv + row_offsets[:, :, None]
+        s = tl.dot(q0, tl.permute(tl.load(tile_rows + cols), (0, 2, 1)))
+        s = tl.dot(q1, tl.permute(tl.load(tile_rows + CHUNK + cols), (0, 2, 1)), acc=s)
+        s = tl.dot(q2, tl.permute(tl.load(tile_rows + 2 * CHUNK + cols), (0, 2, 1)), acc=s)
+        s = tl.dot(q3, tl.permute(tl.load(tile_rows + 3 * CHUNK + cols), (0, 2, 1)), acc=s)
+        k_pe = tl.load(tile_rows + _TL_NOPE + tl.arange(0, _TL_ROPE)[None, None, :])
+        s = tl.dot(q_pe, tl.permute(k_pe, (0, 2, 1)), acc=s)
+        s = tl.where(row_ok[:, None, :], s * q_inverse[None, :, None] * score_scale, float("-inf"))  # log2 domain
+        p, alpha, m_i, l_i = _group_softmax_step(s, m_i, l_i)
+        p = _to_e4m3(p * 256.0, EMULATE)
+        alpha = alpha[:, :, None]
+        # V (the same rows' first 512 columns, again from L2) in the same chunks.
+        acc0 = tl.dot(p, tl.load(tile_rows + cols, cache_modifier=".cg"), acc=acc0 * alpha)
+        acc1 = tl.dot(p, tl.load(tile_rows + CHUNK + cols, cache_modifier=".cg"), acc=acc1 * alpha)
+        acc2 = tl.dot(p, tl.load(tile_rows + 2 * CHUNK + cols, cache_modifier=".cg"), acc=acc2 * alpha)
+        acc3 = tl.dot(p, tl.load(tile_rows + 3 * CHUNK + cols, cache_modifier=".cg"), acc=acc3 * alpha)
+    w, m, l = _group_merge_weights(m_i, l_i)
+    w = w[:, :, None]
+    acc0, acc1, acc2, acc3 = _sum_groups(acc0 * w), _sum_groups(acc1 * w), _sum_groups(acc2 * w), _sum_groups(acc3 * w)
+    return _join_column_quarters(acc0, acc1, acc2, acc3) * (kv_scale * 0.00390625), m, l
+
+
+# ---- mxfp4 bf16 ----
+@triton.jit
+def _load_mxfp4_blocks(kv_ptr, sc_ptr, rows, row_ok, stride_kv, stride_sr, stride_sc,
+                       FIRST: tl.constexpr, COUNT: tl.constexpr, BLOCK_N: tl.constexpr, DOT_DTYPE: tl.constexpr,
+                       CACHE: tl.constexpr):
+    # 32-element blocks FIRST .. FIRST + COUNT - 1 of each row: 16 bytes a block in the
+    # row's bytes, one scale byte a block, broadcast over the block's bytes.
+    byte = tl.arange(0, 16)
+    blk = FIRST + tl.arange(0, COUNT)
+    x = tl.load(kv_ptr + rows.to(tl.int64)[:, None, None] * stride_kv + blk[None, :, None] * 16 + byte[None, None, :],
+                mask=row_ok[:, None, None], other=0, cache_modifier=CACHE).to(tl.uint32)
+    s = tl.load(sc_ptr + rows.to(tl.int64)[:, None] * stride_sr + blk[None, :] * stride_sc,
+                mask=row_ok[:, None], other=0, cache_modifier=CACHE)
+    even, odd = _e2m1_pair_to_f32(x, _e8m0_to_f32(s)[:, :, None])
+    # Interleaved back into column order (kept apart, this form spilled on the H200:
+    # results/2026-11-30-h200/probe/mxfp4_even_odd.json).
+    return tl.join(even.to(DOT_DTYPE), odd.to(DOT_DTYPE)).reshape(BLOCK_N, COUNT * 32)
+
+
+@triton.jit
+def _attend_mxfp4_bf16(q_nope, q_pe, kv_ptr, sc_ptr, lo, hi, qk_scale, stride_kv, stride_sr, stride_sc,
+                       BLOCK_N: tl.constexpr, EMULATE: tl.constexpr):
+    # As _attend_fp8_f16, over MXFP4 rows decoded in registers (masked loads past hi).
+    # The interpreter's bf16 dots are wrong (Triton 3.6 and 3.9, CPU torch), its fp32 ones exact.
+    DOT_DTYPE: tl.constexpr = tl.float32 if EMULATE else tl.bfloat16
+    q_nope, q_pe = q_nope.to(DOT_DTYPE), q_pe.to(DOT_DTYPE)
+    m_i, l_i, acc = _empty_softmax_state(_TL_NOPE)
+    for start in range(lo, hi, BLOCK_N):
+        rows = start + tl.arange(0, BLOCK_N)
+        row_ok = rows < hi
+        k_nope = _load_mxfp4_blocks(kv_ptr, sc_ptr, rows, row_ok, stride_kv, stride_sr, stride_sc,
+                                    0, 16, BLOCK_N, DOT_DTYPE, "")
+        k_pe = _load_mxfp4_blocks(kv_ptr, sc_ptr, rows, row_ok, stride_kv, stride_sr, stride_sc,
+                                  16, 2, BLOCK_N, DOT_DTYPE, "")
+        s = tl.dot(q_pe, tl.trans(k_pe), acc=tl.dot(q_nope, tl.trans(k_nope)))
+        s = tl.where(row_ok[None, :], s * qk_scale, float("-inf"))  # log2 domain
+        p, alpha, m_i, l_i = _online_softmax_step(s, m_i, l_i)
+        # Decoding is the costly part: V is the decoded K tile, not a second read
+        # (re-reading, as fp8 does, measured 16-21% slower here).
+        acc = tl.dot(p.to(DOT_DTYPE), k_nope, acc=acc * alpha[:, None])
+    return acc, m_i, l_i
+
+
+# ---- mxfp4 waves ----
+_TL_V_CHUNK = tl.constexpr(64)  # V's columns the MXFP4 waves form decodes at a time
+
+
+@triton.jit
+def _e2m1_words_to_pairs(words, scales, HW_CONVERT: tl.constexpr):
+    # words (rows, 4 * blocks) uint32, four code bytes each; scales (rows, blocks) e8m0
+    # bytes -> four uint32 tensors shaped like words, byte j's two values in pairs_j as
+    # two bf16 (low half: the low nibble, the even column), times the block's scale.
+    # HW_CONVERT: gfx950's convert instruction (_CONVERT_E2M1_ASM); otherwise the same
+    # values by bit operations (any GPU, the interpreter), the scale exact down to s = 0
+    # (the subnormal 2^-127). e2m1 times 2^k is exact in bf16 and fp32 alike, so the two
+    # agree bit for bit but in blocks of scale byte 0.
+    ROWS: tl.constexpr = words.shape[0]
+    BLOCKS: tl.constexpr = scales.shape[1]
+    if HW_CONVERT:
+        # The scale operand as the convert takes it (_CONVERT_E2M1_ASM), as Triton's own
+        # e8m0 upcast builds it.
+        scale = tl.broadcast_to((scales.to(tl.uint32) << 23)[:, :, None], (ROWS, BLOCKS, words.shape[1] // BLOCKS))
+        scale = scale.reshape(words.shape)
+        pairs = tl.inline_asm_elementwise(_CONVERT_E2M1_ASM, _CONVERT_E2M1_CONSTRAINTS, [words, scale],
+                                          dtype=(tl.uint32, tl.uint32, tl.uint32, tl.uint32), is_pure=True, pack=1)
+        return pairs[0], pairs[1], pairs[2], pairs[3]
+    else:
+        scale = tl.broadcast_to(_e8m0_to_f32(scales)[:, :, None], (ROWS, BLOCKS, words.shape[1] // BLOCKS))
+        scale = scale.reshape(words.shape)
+        return (_e2m1_byte_to_pair(words, scale, 0), _e2m1_byte_to_pair(words, scale, 8),
+                _e2m1_byte_to_pair(words, scale, 16), _e2m1_byte_to_pair(words, scale, 24))
+
+
+@triton.jit
+def _pair_halves(pair, OUT_DTYPE: tl.constexpr):
+    # A uint32 of two bf16 -> (low, high) as OUT_DTYPE (bf16: the bits as they are;
+    # fp32: exact, for the interpreter, whose bf16 dots are wrong).
+    if OUT_DTYPE == tl.float32:
+        return (pair << 16).to(tl.float32, bitcast=True), (pair & 0xFFFF0000).to(tl.float32, bitcast=True)
+    else:
+        return ((pair & 0xFFFF).to(tl.uint16).to(tl.bfloat16, bitcast=True),
+                (pair >> 16).to(tl.uint16).to(tl.bfloat16, bitcast=True))
+
+
+@triton.jit
+def _decode_e2m1_words(words, scales, OUT_DTYPE: tl.constexpr, HW_CONVERT: tl.constexpr):
+    # words (rows, 4 * blocks) uint32 and scales (rows, blocks) of whole 32-element
+    # blocks -> the values (rows, 32 * blocks) in column order: word w, byte j, nibble n
+    # is column 8w + 2j + n. The last join is the least significant index, so n is
+    # joined last and j's bits (j1 j0) before it; in bf16 the result is the pairs' own
+    # bits in memory order, and LLVM folds the repacking away.
+    ROWS: tl.constexpr = words.shape[0]
+    COLUMNS: tl.constexpr = words.shape[1] * 8
+    p0, p1, p2, p3 = _e2m1_words_to_pairs(words, scales, HW_CONVERT)
+    lo0, hi0 = _pair_halves(p0, OUT_DTYPE)
+    lo1, hi1 = _pair_halves(p1, OUT_DTYPE)
+    lo2, hi2 = _pair_halves(p2, OUT_DTYPE)
+    lo3, hi3 = _pair_halves(p3, OUT_DTYPE)
+    even = tl.join(tl.join(lo0, lo2), tl.join(lo1, lo3))
+    odd = tl.join(tl.join(hi0, hi2), tl.join(hi1, hi3))
+    return tl.join(even, odd).reshape(ROWS, COLUMNS)
+
+
+@triton.jit
+def _score_part(acc, row_codes, row_scales, stride_sc, q_t, q_t_scales, PART: tl.constexpr, EMULATE: tl.constexpr):
+    # acc (rows, 16) + K.Q^T over the nope dims 128 * PART onwards, tokens as M: the
+    # tile's e2m1 codes (rows, 64 bytes) with their e8m0 scales (rows, 4) by
+    # tl.dot_scaled against e4m3 Q^T (128, 16) with its e8m0 scales (16, 4): each head's
+    # power-of-two inverse, which the scaled MFMA applies. A quarter at a time: the whole
+    # 512 dims at once spilled on gfx950. Under the interpreter, which cannot run
+    # dot_scaled, the same product over the decoded values in fp32 (a head's blocks all
+    # carry the same scale: their max is it; 0xFF is NaN to the scaled MFMA, as to OCP MX).
+    scales = tl.load(row_scales + (tl.arange(0, _TL_NOPE // 128) + PART * _TL_NOPE // 128)[None, :] * stride_sc)
+    if EMULATE:
+        row_words = row_codes.to(tl.pointer_type(tl.uint32))
+        words = tl.load(row_words + (tl.arange(0, _TL_NOPE // 32) + PART * _TL_NOPE // 32)[None, :])
+        k = _decode_e2m1_words(words, scales, tl.float32, False)
+        head_scales = tl.max(q_t_scales, 1)
+        head_scales = tl.where(head_scales == 255, float("nan"), _e8m0_to_f32(head_scales))
+        return tl.dot(k, q_t.to(tl.float32) * head_scales[None, :], acc=acc)
+    else:
+        codes = tl.load(row_codes + (tl.arange(0, _TL_NOPE // 8) + PART * _TL_NOPE // 8)[None, :])
+        return tl.dot_scaled(codes, scales, "e2m1", q_t, q_t_scales, "e4m3", acc=acc)
+
+
+@triton.jit
+def _value_part(acc, alpha, p, row_words, row_scales, stride_sc, CHUNK: tl.constexpr, DOT_DTYPE: tl.constexpr,
+                HW_CONVERT: tl.constexpr):
+    # acc (G, 16, _TL_V_CHUNK) * alpha + P (G, 16, 32) . V over V's columns from
+    # CHUNK * _TL_V_CHUNK, decoded from 4-byte words (8 columns a word, 32 a scale). A
+    # chunk at a time: the decoded tile takes fewer registers (128 columns and more
+    # spilled on gfx950) and less LDS on its way to the MFMA.
+    words = tl.load(row_words + (tl.arange(0, _TL_V_CHUNK // 8) + CHUNK * _TL_V_CHUNK // 8)[None, :],
+                    cache_modifier=".cg")
+    scales = tl.load(row_scales + (tl.arange(0, _TL_V_CHUNK // 32) + CHUNK * _TL_V_CHUNK // 32)[None, :] * stride_sc)
+    v = _decode_e2m1_words(words, scales, DOT_DTYPE, HW_CONVERT)
+    return tl.dot(p, v.reshape(p.shape[0], p.shape[2], _TL_V_CHUNK), acc=acc * alpha[:, :, None])
+
+
+@triton.jit
+def _row_quarters(x):
+    # x [4N, C] -> its four row blocks [N, C], top to bottom. (Splitting Q^T's rows, not
+    # Q's columns then transposing each: the latter left one VGPR spilled on gfx950.)
+    N: tl.constexpr = x.shape[0] // 4
+    COLUMNS: tl.constexpr = x.shape[1]
+    top, bottom = tl.split(tl.permute(x.reshape(2, 2 * N, COLUMNS), (1, 2, 0)))
+    x0, x1 = tl.split(tl.permute(top.reshape(2, N, COLUMNS), (1, 2, 0)))
+    x2, x3 = tl.split(tl.permute(bottom.reshape(2, N, COLUMNS), (1, 2, 0)))
+    return x0, x1, x2, x3
+
+
+@triton.jit
+def _join_column_halves(left, right):
+    # Two [R, C] column blocks side by side -> [R, 2C].
+    return tl.permute(tl.join(left, right), (0, 2, 1)).reshape(left.shape[0], 2 * left.shape[1])
+
+
+@triton.jit
+def _attend_mxfp4_waves(q_nope, q_pe, kv_ptr, sc_ptr, lo, hi, qk_scale, stride_kv, stride_sr, stride_sc,
+                        BLOCK_N: tl.constexpr, GROUPS: tl.constexpr, HW_CONVERT: tl.constexpr,
+                        EMULATE: tl.constexpr):
+    # Each wave owns its own tokens: a tile of BLOCK_N rows is GROUPS groups of T rows,
+    # one group a wave (GROUPS = num_warps), so no wave repeats another's scores or
+    # decode. Scores come tokens-as-M from dot_scaled (_score_part: the tile's rows as
+    # M, the 16 heads as N, so Triton lays the rows on the waves), viewed as
+    # [G, 16, T]; the online softmax runs per (group, head) with nothing crossing waves
+    # in the loop; O [G, 16, 512] += P.V per group (3-D dots batched over the groups),
+    # V decoded from 4-byte words in column order. The groups are merged once, after the
+    # loop. Q.K^T in four 128-dim parts and V in eight 64-column chunks: whole, they
+    # spilled on gfx950 (a wave holds O's 128 registers throughout).
+    TOKENS: tl.constexpr = BLOCK_N // GROUPS
+    DOT_DTYPE: tl.constexpr = tl.float32 if EMULATE else tl.bfloat16
+    CONVERT: tl.constexpr = HW_CONVERT and not EMULATE  # the interpreter runs no assembly
+    qn = q_nope.to(tl.float32)
+    q_scale, q_inverse = _q_e4m3_scale(_emulated_amax(tl.max(tl.abs(qn), 1), qn, EMULATE))
+    # q_inverse (a power of two per head, 2^-126 .. 2^126) as the e8m0 scale of each of
+    # Q's 32-dim blocks in a 128-dim part: the scores need no multiply by it.
+    q_t_scales = tl.broadcast_to(_e8m0_of(q_inverse)[:, None], (_TL_HEADS, 4))
+    q0, q1, q2, q3 = _row_quarters(tl.trans(_to_e4m3(qn * q_scale[:, None], EMULATE)))  # Q^T's 128-dim parts
+    q_pe_t = tl.trans(q_pe.to(DOT_DTYPE))
+    m_i, l_i, acc0 = _empty_group_state(GROUPS, _TL_V_CHUNK)
+    acc1, acc2, acc3, acc4 = tl.zeros_like(acc0), tl.zeros_like(acc0), tl.zeros_like(acc0), tl.zeros_like(acc0)
+    acc5, acc6, acc7 = tl.zeros_like(acc0), tl.zeros_like(acc0), tl.zeros_like(acc0)
+    for start in range(lo, hi, BLOCK_N):
+        # Rows past hi repeat row hi - 1 (loads need no predicate) and score -inf.
+        row_ok = start + tl.arange(0, BLOCK_N) < hi
+        rows = tl.minimum(start + tl.arange(0, BLOCK_N), hi - 1).to(tl.int64)
+        row_codes = kv_ptr + rows[:, None] * stride_kv
+        row_words = row_codes.to(tl.pointer_type(tl.uint32))  # _mxfp4_operands checks alignment
+        row_scales = sc_ptr + rows[:, None] * stride_sr
+        pe_scales = tl.load(row_scales + (tl.arange(0, _TL_ROPE // 32) + _TL_NOPE // 32)[None, :] * stride_sc)
+        pe_words = tl.load(row_words + (tl.arange(0, _TL_ROPE // 8) + _TL_NOPE // 8)[None, :])
+        k_pe = _decode_e2m1_words(pe_words, pe_scales, DOT_DTYPE, CONVERT)
+        s = tl.zeros([BLOCK_N, _TL_HEADS], tl.float32)
+        s = _score_part(s, row_codes, row_scales, stride_sc, q0, q_t_scales, 0, EMULATE)
+        s = _score_part(s, row_codes, row_scales, stride_sc, q1, q_t_scales, 1, EMULATE)
+        s = _score_part(s, row_codes, row_scales, stride_sc, q2, q_t_scales, 2, EMULATE)
+        s = _score_part(s, row_codes, row_scales, stride_sc, q3, q_t_scales, 3, EMULATE)
+        # the rope dims exactly: decoded K against bf16 Q
+        s = tl.dot(k_pe, q_pe_t, acc=s)
+        s = tl.where(row_ok[:, None], s * qk_scale, float("-inf"))  # log2 domain
+        s = tl.permute(s.reshape(GROUPS, TOKENS, _TL_HEADS), (0, 2, 1))
+        p, alpha, m_i, l_i = _group_softmax_step(s, m_i, l_i)
+        p = p.to(DOT_DTYPE)
+        acc0 = _value_part(acc0, alpha, p, row_words, row_scales, stride_sc, 0, DOT_DTYPE, CONVERT)
+        acc1 = _value_part(acc1, alpha, p, row_words, row_scales, stride_sc, 1, DOT_DTYPE, CONVERT)
+        acc2 = _value_part(acc2, alpha, p, row_words, row_scales, stride_sc, 2, DOT_DTYPE, CONVERT)
+        acc3 = _value_part(acc3, alpha, p, row_words, row_scales, stride_sc, 3, DOT_DTYPE, CONVERT)
+        acc4 = _value_part(acc4, alpha, p, row_words, row_scales, stride_sc, 4, DOT_DTYPE, CONVERT)
+        acc5 = _value_part(acc5, alpha, p, row_words, row_scales, stride_sc, 5, DOT_DTYPE, CONVERT)
+        acc6 = _value_part(acc6, alpha, p, row_words, row_scales, stride_sc, 6, DOT_DTYPE, CONVERT)
+        acc7 = _value_part(acc7, alpha, p, row_words, row_scales, stride_sc, 7, DOT_DTYPE, CONVERT)
+    # The groups merged once, a chunk at a time, then the chunks side by side: each half
+    # of the columns from its four chunks, then the two halves. (Two other orders of the
+    # same joins each left a VGPR spilled across the loop in one specialization on gfx950.)
+    w, m, l = _group_merge_weights(m_i, l_i)
+    w = w[:, :, None]
+    o0, o1, o2, o3 = _sum_groups(acc0 * w), _sum_groups(acc1 * w), _sum_groups(acc2 * w), _sum_groups(acc3 * w)
+    o4, o5, o6, o7 = _sum_groups(acc4 * w), _sum_groups(acc5 * w), _sum_groups(acc6 * w), _sum_groups(acc7 * w)
+    return _join_column_halves(_join_column_quarters(o0, o1, o2, o3), _join_column_quarters(o4, o5, o6, o7)), m, l
+
+
+# ---- the kernel of the Triton forms ----
+@triton.jit(do_not_specialize=["total_q", "kv_rows", "num_splits"])
+def _mla_decode_kernel(
+    q_ptr, kv_ptr, kv_scale_ptr, qo_indptr_ptr, kv_indptr_ptr, out_ptr,
+    part_o_ptr, part_lse_ptr, counters_ptr,
+    qk_scale, total_q, kv_rows, num_splits,
+    stride_q_tok, stride_q_head, stride_kv, stride_sr, stride_sc, stride_o_tok, stride_o_head,
+    KV_FORMAT: tl.constexpr, FORM: tl.constexpr, HW_CONVERT: tl.constexpr, SPLIT: tl.constexpr,
+    COMBINE_IN_KERNEL: tl.constexpr, ARRIVALS: tl.constexpr, BLOCK_N: tl.constexpr, WAVE_GROUPS: tl.constexpr,
+    EMULATE: tl.constexpr,
+):
+    # One program: the split `split` of sequence b, all 16 heads (section 2). FORM names the
+    # form of KV_FORMAT whose _attend_* runs; HW_CONVERT: the MXFP4 waves form on gfx950.
+    split = tl.program_id(0)
+    b = tl.program_id(1)
+    heads = tl.arange(0, _TL_HEADS)
+
+    lo, hi = _split_bounds(kv_indptr_ptr, b, split, kv_rows, num_splits, BLOCK_N)
+    q_row = _query_row(qo_indptr_ptr, b, total_q)
+
+    q_base = q_ptr + q_row.to(tl.int64) * stride_q_tok + heads[:, None] * stride_q_head
+    q_nope = tl.load(q_base + tl.arange(0, _TL_NOPE)[None, :])
+    q_pe = tl.load(q_base + _TL_NOPE + tl.arange(0, _TL_ROPE)[None, :])
+    if KV_FORMAT == "fp8":
+        if FORM == "f16":
+            acc, m_i, l_i = _attend_fp8_f16(q_nope, q_pe, kv_ptr, kv_scale_ptr, lo, hi, qk_scale, stride_kv, BLOCK_N)
+        else:
+            tl.static_assert(FORM == "e4m3_waves")
+            acc, m_i, l_i = _attend_fp8_e4m3_waves(q_nope, q_pe, kv_ptr, kv_scale_ptr, lo, hi, qk_scale, stride_kv,
+                                                   BLOCK_N, WAVE_GROUPS, EMULATE)
+    else:
+        tl.static_assert(KV_FORMAT == "mxfp4")
+        if FORM == "bf16":
+            acc, m_i, l_i = _attend_mxfp4_bf16(q_nope, q_pe, kv_ptr, kv_scale_ptr, lo, hi, qk_scale, stride_kv,
+                                               stride_sr, stride_sc, BLOCK_N, EMULATE)
+        else:
+            tl.static_assert(FORM == "waves")
+            acc, m_i, l_i = _attend_mxfp4_waves(q_nope, q_pe, kv_ptr, kv_scale_ptr, lo, hi, qk_scale, stride_kv,
+                                                stride_sr, stride_sc, BLOCK_N, WAVE_GROUPS, HW_CONVERT, EMULATE)
+    o = acc * (1.0 / tl.where(l_i > 0, l_i, 1.0))[:, None]  # one reciprocal a head; an empty range: zeros
+    if SPLIT:
+        part = b.to(tl.int64) * num_splits + split
+        lse = tl.where(l_i > 0, m_i + tl.math.log2(l_i), float("-inf"))
+        tl.store(part_lse_ptr + part * _TL_HEADS + heads, lse)
+        _store_rows(part_o_ptr, part, _TL_HEADS * _TL_NOPE, _TL_NOPE, o)
+        if COMBINE_IN_KERNEL:
+            # The last program of the sequence to arrive merges (otherwise
+            # _combine_splits_kernel, launched next in the same queue, does). An arrival
+            # releases (gpu scope) the partial stores before it; the merging program's
+            # reads follow an acquire. On AMD a release orders its own wave's stores only
+            # (a workgroup barrier waits for none), so every thread arrives for itself
+            # (ARRIVALS: one a thread), and in the program that completes the count
+            # (num_splits x ARRIVALS) every thread acquires by taking its arrivals back,
+            # which resets the counter; the value taken bounds the merge, as the count
+            # recorded it. On NVIDIA (ARRIVALS 1) one thread arrives after bar.sync, which
+            # makes its release cumulative under the PTX model (the sm_90 PTX: bar.sync,
+            # then @p atom.global.gpu.acq_rel.add by thread 0, its value shared through
+            # shared memory and bar.sync). bench/combine_release.py checks gfx950's code.
+            # acq_rel, not release / acquire: Triton 3.6 swaps those two fences on the AMD
+            # buffer atomics these become (triton-lang/triton#11081).
+            if ARRIVALS == 1:
+                tl.debug_barrier()
+            arrival = tl.full([ARRIVALS], 1, tl.int32)
+            counter = counters_ptr + b + 0 * arrival
+            arrived = tl.atomic_add(counter, arrival, sem="acq_rel", scope="gpu")
+            if tl.max(arrived, 0) == num_splits * ARRIVALS - 1:
+                recorded = tl.atomic_add(counter, -num_splits * arrival, sem="acq_rel", scope="gpu")
+                o = _combine_splits_in_program(part_o_ptr, part_lse_ptr, b, tl.max(recorded, 0) // ARRIVALS)
+                _store_rows(out_ptr, q_row, stride_o_tok, stride_o_head, o)
+    else:
+        _store_rows(out_ptr, q_row, stride_o_tok, stride_o_head, o)
+
+
+# -------------------------------------------------------------------------------------
+# 2.3 The Gluon forms
+# The fp8 and MXFP4 decodes written in Gluon (triton.experimental.gluon, Triton's dialect
+# with explicit layouts, shared memory, asynchronous copies and MMAs), so the KV tiles can go
+# global -> shared memory by the hardware's copy engine into a ring of STAGES buffers while
+# the tile before them is multiplied (Triton's pipeliner cannot hold the next tile in this
+# kernel). One kernel body serves two GPUs, chosen by the constexpr ARCH:
+#   "cdna4" (gfx950, the leaderboard's): cdna4.async_copy.buffer_load_to_shared (a buffer
+#           load with 32-bit offsets straight into LDS) + commit_group / wait_group, LDS
+#           reads marked as ordered by that wait (load_shared_relaxed), products fp8 x fp8
+#           by the MFMA (16x16x128 for the 512 nope columns, 16x16x32 for the rest).
+#   "ampere" (NVIDIA sm_80+, the twin run on the H200): ampere.async_copy.async_load
+#           (cp.async; async_copy_global_to_shared before Triton 3.8) + commit_group /
+#           wait_group, products by ampere.mma_v2, which has no fp8: e4m3 operands are
+#           widened to fp16 after the shared-memory read (exact), so both GPUs multiply
+#           the same values.
+# Everything else is shared: split bounds, row clamping, ring indices, Q's e4m3 scaling,
+# the online softmax, the merge of the waves and the split store. The H200 never executes
+# the "cdna4" branches (of _gluon_copy_tile, _gluon_wait, _gluon_read_stage, _gluon_mma,
+# _gluon_mma_k128, which alone calls _gluon_mfma_k128; for MXFP4 of _gluon_e2m1_scaled_pairs
+# (the convert instruction), _gluon_load_bytes, _gluon_mxfp4_q_operands and
+# _gluon_mxfp4_scores (mfma_scaled)) nor the cdna4 layouts of the _gluon_*_layout /
+# _gluon_*k_width functions (the MXFP4 linear layouts included); those lines are checked
+# only by compiling for gfx950 (tools/compile_target.py, bench/gluon_isa.py) and by the
+# gfx950 emulator (tools/gfx950_emulate.py).
+# fp8: a tile is GROUPS groups of TOKENS rows; group g is read and multiplied by its own
+# waves (the MMA layout puts the group axis on the warps), each keeping its own softmax
+# state, merged once after the loop, as the Triton wave forms do. MXFP4 (its own part below)
+# splits P.V's columns over the groups instead, and shares the split bounds, the Q scaling
+# rule, the MMA helpers and the output path. Gluon does not run under TRITON_INTERPRET (it
+# asks for a GPU driver) nor on a CPU: the host refuses a Gluon form there
+# (check_gluon_here) before any launch.
+# -------------------------------------------------------------------------------------
+
+
+@gluon_builtin
+def _gluon_reinterpret(smem, dtype, shape, layout, _semantic=None):
+    # The shared-memory view as another dtype / shape (reinterpret from Triton 3.9).
+    method = getattr(smem, "reinterpret", None) or smem._reinterpret
+    return method(dtype, shape, layout, _semantic=_semantic)
+
+
+# The layouts, by ARCH. A "group" is 64 threads: one wave64 on gfx950, two warps on
+# NVIDIA (so the same tile takes 4 warps there and 8 here). The group axis goes to the
+# warps; a copy moves 16 bytes a thread (what both copy engines move best).
+@gluon_constexpr_function
+def _gluon_mma_layout(ARCH, GROUPS, INSTR_K=32):
+    # INSTR_K: the MFMA's K on gfx950, fp8 16x16x32 or 16x16x128 (twice the rate, for
+    # K a multiple of 128); the result's 16x16 layout is the same for both.
+    if ARCH == "cdna4":
+        return gl_cdna4.AMDMFMALayout(version=4, instr_shape=[16, 16, INSTR_K], transposed=True,
+                                      warps_per_cta=[GROUPS, 1, 1])
+    # A group's two warps split its tokens (scores) and V's columns (output).
+    return gl.NVMMADistributedLayout(version=[2, 0], warps_per_cta=[GROUPS, 1, 2], instr_shape=[1, 16, 8])
+
+
+@gluon_constexpr_function
+def _gluon_copy_layout(ARCH, GROUPS, COLUMNS):
+    # [G, rows, COLUMNS] e4m3, 16 bytes a thread along a row.
+    lanes = COLUMNS // 16
+    if ARCH == "cdna4":
+        return gl.BlockedLayout([1, 1, 16], [1, 64 // lanes, lanes], [GROUPS, 1, 1], [2, 1, 0])
+    return gl.BlockedLayout([1, 1, 16], [1, 32 // lanes, lanes], [GROUPS, 2, 1], [2, 1, 0])
+
+
+@gluon_constexpr_function
+def _gluon_k_width(ARCH):
+    # Operand elements a thread holds together along K for Q.K^T: e4m3 for the MFMA,
+    # fp16 for mma_v2.
+    return 16 if ARCH == "cdna4" else 2
+
+
+@gluon_constexpr_function
+def _gluon_p_k_width(ARCH):
+    # The same for P.V. On gfx950, 4: a lane of the scores' (transposed) MFMA layout
+    # holds 4 consecutive tokens of each 16-token block, exactly what a P operand of
+    # k_width 4 holds, so P goes from scores to operand without passing through LDS.
+    return 4 if ARCH == "cdna4" else 2
+
+
+@gluon_constexpr_function
+def _gluon_rows_layout(ARCH, GROUPS):
+    # [16, 512] over all the program's threads, 4 columns a thread (the in-kernel combine).
+    if ARCH == "cdna4":
+        return gl.BlockedLayout([1, 4], [1, 64], [GROUPS, 1], [1, 0])
+    return gl.BlockedLayout([1, 4], [1, 32], [2 * GROUPS, 1], [1, 0])
+
+
+@gluon_constexpr_function
+def _gluon_threads_layout(ARCH, WARPS):
+    # A 1-D tensor over all the program's threads in order, one element a thread for as
+    # many elements as threads (the in-kernel combine's arrivals).
+    return gl.BlockedLayout([1], [64 if ARCH == "cdna4" else 32], [WARPS], [0])
+
+
+@gluon_constexpr_function
+def _gluon_groups_rows_layout(ARCH, GROUPS):
+    # [G, 16, 512] with a thread's G values of one element together: the wave merge's
+    # sum over the groups within a thread; its slice along G is _gluon_rows_layout.
+    if ARCH == "cdna4":
+        return gl.BlockedLayout([GROUPS, 1, 4], [1, 1, 64], [1, GROUPS, 1], [2, 1, 0])
+    return gl.BlockedLayout([GROUPS, 1, 4], [1, 1, 32], [1, 2 * GROUPS, 1], [2, 1, 0])
+
+
+@gluon_constexpr_function
+def _gluon_ring_layout():
+    return gl.SwizzledSharedLayout(1, 1, 1, [2, 1, 0])
+
+
+@gluon_jit
+def _gluon_axis(N: gl.constexpr, AXIS: gl.constexpr, layout: gl.constexpr):
+    # arange(N) along AXIS of a rank-3 `layout`, shaped to broadcast ([N,1,1], [1,N,1], [1,1,N]).
+    if AXIS == 0:
+        x = gl.arange(0, N, layout=gl.SliceLayout(1, gl.SliceLayout(2, layout)))
+        return gl.expand_dims(gl.expand_dims(x, 1), 2)
+    elif AXIS == 1:
+        x = gl.arange(0, N, layout=gl.SliceLayout(0, gl.SliceLayout(2, layout)))
+        return gl.expand_dims(gl.expand_dims(x, 0), 2)
+    else:
+        x = gl.arange(0, N, layout=gl.SliceLayout(0, gl.SliceLayout(1, layout)))
+        return gl.expand_dims(gl.expand_dims(x, 0), 1)
+
+
+@gluon_jit
+def _gluon_row_offsets(stride_kv, GROUPS: gl.constexpr, TOKENS: gl.constexpr, layout: gl.constexpr):
+    # [G, T, 1]: each row's offset (int32 elements) from a tile's first row, group g
+    # owning rows g*T .. g*T+T-1. The same for every tile: computed once, before the loop.
+    return (_gluon_axis(GROUPS, 0, layout) * TOKENS + _gluon_axis(TOKENS, 1, layout)) * stride_kv
+
+
+@gluon_jit
+def _gluon_copy_tile(nope_dst, rope_dst, kv_ptr, start, hi, stride_kv, nope_rows, rope_rows,
+                     ARCH: gl.constexpr):
+    # Issue the asynchronous copy of the tile at `start` (each row's nope then rope
+    # bytes, as many as the stages hold: 512 + 64 for fp8, 256 + 32 for MXFP4; row
+    # offsets from _gluon_row_offsets) into one ring stage, and commit it as one group.
+    # Rows at or past hi repeat row hi - 1 (their scores become -inf), so no copy
+    # leaves the rows [start, hi). A tile wholly past hi (the ring's prefetch beyond
+    # the split) reads row hi - 1 (row 0 for an empty split at the buffer's start; the
+    # host refuses an empty KV buffer). Offsets stay under BLOCK_N x stride, which the
+    # host checks fits 32 bits.
+    NOPE_COPY: gl.constexpr = nope_rows.type.layout
+    ROPE_COPY: gl.constexpr = rope_rows.type.layout
+    NOPE_BYTES: gl.constexpr = nope_dst.shape[2]
+    ROPE_BYTES: gl.constexpr = rope_dst.shape[2]
+    first = gl.maximum(gl.minimum(start, hi - 1), 0)
+    base = kv_ptr + first.to(gl.int64) * stride_kv
+    last_row = gl.maximum(hi - 1 - first, 0) * stride_kv
+    nope = gl.minimum(nope_rows, last_row) + _gluon_axis(NOPE_BYTES, 2, NOPE_COPY)
+    rope = gl.minimum(rope_rows, last_row) + NOPE_BYTES + _gluon_axis(ROPE_BYTES, 2, ROPE_COPY)
+    if ARCH == "cdna4":
+        # Buffer loads: 32-bit offsets from a scalar base, straight into LDS. The
+        # descriptor's num_records is Triton's 0x7ffffffe, so the hardware's range check
+        # bounds nothing but offsets of 2 GiB and more: the clamps above keep every row
+        # inside the buffer (the gfx950 emulator checks each address against the tensor).
+        gl_cdna4.async_copy.buffer_load_to_shared(nope_dst, base, nope)
+        gl_cdna4.async_copy.buffer_load_to_shared(rope_dst, base, rope)
+        gl_cdna4.async_copy.commit_group()
+    else:
+        _gluon_async_load(nope_dst, base + nope)
+        _gluon_async_load(rope_dst, base + rope)
+        gl_ampere.async_copy.commit_group()
+
+
+@gluon_jit
+def _gluon_wait(PENDING: gl.constexpr, ARCH: gl.constexpr):
+    # Wait until at most PENDING committed copy groups are still in flight.
+    if ARCH == "cdna4":
+        gl_cdna4.async_copy.wait_group(PENDING)
+    else:
+        gl_ampere.async_copy.wait_group(PENDING)
+
+
+@gluon_jit
+def _gluon_read_stage(stage, layout: gl.constexpr, ARCH: gl.constexpr):
+    # A ring stage (or a view of one) into registers. On gfx950 the read is marked as
+    # ordered by the wait_group before it, so the compiler does not also wait for the
+    # copies still in flight into the other stages (s_waitcnt vmcnt(0)).
+    if ARCH == "cdna4":
+        return gl_cdna4.async_copy.load_shared_relaxed(stage, layout)
+    else:
+        return stage.load(layout)
+
+
+@gluon_builtin
+def _gluon_mfma_k128(a, b, acc, _semantic=None):
+    # acc + a @ b over e4m3 by gfx950's 16x16x128 MFMA, batched: gl_cdna4.mfma takes
+    # only 16x16x32 for fp8, and mfma_scaled builds default scales for rank 2 only, so
+    # the unscaled scaled-dot that Triton's own tl.dot emits here is built directly.
+    out = _semantic.dot_scaled(a, None, _DOT_SCALED_E4M3, b, None, _DOT_SCALED_E4M3, acc, False, True, True,
+                               gl.float32)
+    return gl.tensor(out.handle, acc.type)
+
+
+@gluon_jit
+def _gluon_mma_k128(a, b, acc, ARCH: gl.constexpr):
+    # _gluon_mma for K a multiple of 128 (on gfx950 the 16x16x128 MFMA).
+    if ARCH == "cdna4":
+        return _gluon_mfma_k128(a, b, acc)
+    else:
+        return gl_ampere.mma_v2(a.to(gl.float16), b.to(gl.float16), acc)
+
+
+@gluon_jit
+def _gluon_mma(a, b, acc, ARCH: gl.constexpr):
+    # acc + a @ b over e4m3 or bf16 operands; mma_v2 has no fp8, so e4m3 is widened to
+    # fp16 there (exact).
+    if ARCH == "cdna4":
+        return gl_cdna4.mfma(a, b, acc)
+    elif a.dtype.is_fp8():
+        return gl_ampere.mma_v2(a.to(gl.float16), b.to(gl.float16), acc)
+    else:
+        return gl_ampere.mma_v2(a, b, acc)
+
+
+@gluon_jit
+def _gluon_to_e4m3(x):
+    # fp32 (|x| < 448) to e4m3fn, rounding to nearest even (compiled: no emulation).
+    return x.to(gl.float8e4nv)
+
+
+@gluon_jit
+def _gluon_q_operands(q_ptr, q_row, stride_q_tok, stride_q_head, GROUPS: gl.constexpr, NOPE_COPY: gl.constexpr,
+                      ROPE_COPY: gl.constexpr, NOPE_OPERAND: gl.constexpr, ROPE_OPERAND: gl.constexpr,
+                      HEADS: gl.constexpr):
+    # Q in e4m3 with its scale per head (_q_e4m3_scale, as _attend_fp8_e4m3_waves), as the
+    # scores' left operand for every group ([G, 16, 512] and [G, 16, 64]; each wave
+    # loads its own copy), and the inverse scale per head [G, 16] (MMA's row slice).
+    heads = _gluon_axis(_TL_HEADS, 1, NOPE_COPY)
+    zero_groups = _gluon_axis(GROUPS, 0, NOPE_COPY) * 0
+    q_base = q_ptr + q_row.to(gl.int64) * stride_q_tok
+    qn = gl.load(q_base + zero_groups + heads * stride_q_head + _gluon_axis(_TL_NOPE, 2, NOPE_COPY)).to(gl.float32)
+    rope_heads = _gluon_axis(_TL_HEADS, 1, ROPE_COPY) * stride_q_head + _gluon_axis(GROUPS, 0, ROPE_COPY) * 0
+    qp = gl.load(q_base + rope_heads + _TL_NOPE + _gluon_axis(_TL_ROPE, 2, ROPE_COPY)).to(gl.float32)
+    amax = gl.maximum(gl.max(gl.abs(qn), 2), gl.convert_layout(gl.max(gl.abs(qp), 2),
+                                                                gl.SliceLayout(2, NOPE_COPY)))
+    q_scale, q_inverse = _gluon_q_e4m3_scale(amax)
+    q_scale = gl.expand_dims(q_scale, 2)
+    q_nope = gl.convert_layout(_gluon_to_e4m3(qn * q_scale), NOPE_OPERAND)
+    q_rope = gl.convert_layout(_gluon_to_e4m3(qp * gl.convert_layout(q_scale, ROPE_COPY)), ROPE_OPERAND)
+    return q_nope, q_rope, gl.convert_layout(q_inverse, HEADS)
+
+
+@gluon_jit
+def _gluon_scores(q_nope, q_rope, k_nope, k_rope, ARCH: gl.constexpr, NOPE_MMA: gl.constexpr,
+                  MMA: gl.constexpr, K_WIDTH: gl.constexpr):
+    # [G, 16, T] = Q . K^T for each group (MMA's layout), K's two parts read transposed
+    # from one ring stage ([G, T, 512] and [G, T, 64] in shared memory); the 512 nope
+    # columns in NOPE_MMA (K 128 on gfx950), whose result layout is MMA's.
+    GROUPS: gl.constexpr = k_nope.shape[0]
+    TOKENS: gl.constexpr = k_nope.shape[1]
+    k_nope = _gluon_read_stage(k_nope.permute((0, 2, 1)), gl.DotOperandLayout(1, NOPE_MMA, K_WIDTH), ARCH)
+    s = _gluon_mma_k128(q_nope, k_nope, gl.zeros([GROUPS, _TL_HEADS, TOKENS], gl.float32, NOPE_MMA), ARCH)
+    k_rope = _gluon_read_stage(k_rope.permute((0, 2, 1)), gl.DotOperandLayout(1, MMA, K_WIDTH), ARCH)
+    return _gluon_mma(q_rope, k_rope, gl.convert_layout(s, MMA), ARCH)
+
+
+@gluon_jit
+def _gluon_row_ok(start, hi, GROUPS: gl.constexpr, TOKENS: gl.constexpr, MMA: gl.constexpr):
+    # [G, 1, T]: whether each row of the tile at `start` is before hi.
+    rows = _gluon_axis(GROUPS, 0, MMA) * TOKENS + _gluon_axis(TOKENS, 2, MMA)
+    return rows < hi - start
+
+
+@gluon_jit
+def _gluon_merge_waves(acc, m_i, l_i, GROUPS_ROWS: gl.constexpr):
+    # The groups' states (acc [G, 16, C], m_i, l_i [G, 16]) -> one unnormalized
+    # (acc [16, C], m [16], l [16]) by log-sum-exp, once after the loop, laid out as
+    # GROUPS_ROWS's slice along G (acc) and its row slice (m, l). Each group's weighted
+    # accumulator goes through shared memory (reusing the ring's bytes), so that every
+    # thread sums the G values of its own elements (a reduction across the waves
+    # compiles element by element, about 1,700 instructions on gfx950).
+    m = gl.max(m_i, 0)
+    w = gl.exp2(m_i - gl.expand_dims(gl.where(m == float("-inf"), 0.0, m), 0))
+    groups = gl.allocate_shared_memory(gl.float32, acc.shape, gl.SwizzledSharedLayout(1, 1, 1, [2, 1, 0]))
+    groups.store(acc * gl.expand_dims(w, 2))
+    acc = gl.sum(groups.load(GROUPS_ROWS), 0)
+    heads: gl.constexpr = gl.SliceLayout(1, gl.SliceLayout(0, GROUPS_ROWS))
+    return acc, gl.convert_layout(m, heads), gl.convert_layout(gl.sum(l_i * w, 0), heads)
+
+
+@gluon_jit
+def _gluon_store_rows(ptr, row, stride_tok, stride_head, o):
+    # o [16, 512] to ptr[row, head, col], in o's own layout.
+    heads = gl.arange(0, _TL_HEADS, layout=gl.SliceLayout(1, o.type.layout))
+    cols = gl.arange(0, _TL_NOPE, layout=gl.SliceLayout(0, o.type.layout))
+    offsets = gl.expand_dims(heads, 1) * stride_head + gl.expand_dims(cols, 0)
+    gl.store(ptr + row.to(gl.int64) * stride_tok + offsets, o.to(ptr.dtype.element_ty))
+
+
+@gluon_jit
+def _gluon_combine_splits_in_program(part_o_ptr, part_lse_ptr, b, num_splits, layout: gl.constexpr):
+    # The merge of _combine_splits_in_program: one program, all heads and columns, a
+    # split at a time; .cg loads bypass L1 (other CUs wrote the partials).
+    heads = gl.arange(0, _TL_HEADS, layout=gl.SliceLayout(1, layout))
+    cols = gl.arange(0, _TL_NOPE, layout=gl.SliceLayout(0, layout))
+    lse_base = part_lse_ptr + b.to(gl.int64) * num_splits * _TL_HEADS + heads
+    o_base = (part_o_ptr + b.to(gl.int64) * num_splits * _TL_HEADS * _TL_NOPE + gl.expand_dims(heads, 1) * _TL_NOPE
+              + gl.expand_dims(cols, 0))
+    lse_max = gl.full([_TL_HEADS], float("-inf"), gl.float32, gl.SliceLayout(1, layout))
+    for s in range(num_splits):
+        lse_max = gl.maximum(lse_max, gl.load(lse_base + s * _TL_HEADS, cache_modifier=".cg"))
+    lse_max = gl.where(lse_max == float("-inf"), 0.0, lse_max)
+    acc = gl.zeros([_TL_HEADS, _TL_NOPE], gl.float32, layout)
+    w_sum = gl.zeros([_TL_HEADS], gl.float32, gl.SliceLayout(1, layout))
+    for s in range(num_splits):
+        w = gl.exp2(gl.load(lse_base + s * _TL_HEADS, cache_modifier=".cg") - lse_max)
+        acc += gl.expand_dims(w, 1) * gl.load(o_base + s * _TL_HEADS * _TL_NOPE, cache_modifier=".cg")
+        w_sum += w
+    return acc / gl.expand_dims(gl.where(w_sum > 0, w_sum, 1.0), 1)
+
+
+@gluon_jit
+def _gluon_finish(acc, m_i, l_i, b, split, q_row, out_ptr, part_o_ptr, part_lse_ptr, counters_ptr,
+                  num_splits, stride_o_tok, stride_o_head, SPLIT: gl.constexpr,
+                  COMBINE_IN_KERNEL: gl.constexpr, ARRIVALS: gl.constexpr, COMBINE_LAYOUT: gl.constexpr,
+                  ARCH: gl.constexpr):
+    # The merged state -> the output row (one split), or the split's normalized
+    # partial and log2-sum-exp in the scratch layout _combine_splits_kernel reads, and
+    # with COMBINE_IN_KERNEL the merge by the last split to finish (as _mla_decode_kernel).
+    o = acc * gl.expand_dims(1.0 / gl.where(l_i > 0, l_i, 1.0), 1)
+    if SPLIT:
+        part = b.to(gl.int64) * num_splits + split
+        lse = gl.where(l_i > 0, m_i + gl.log2(l_i), float("-inf"))
+        gl.store(part_lse_ptr + part * _TL_HEADS + gl.arange(0, _TL_HEADS, layout=l_i.type.layout), lse)
+        _gluon_store_rows(part_o_ptr, part, _TL_HEADS * _TL_NOPE, _TL_NOPE, o)
+        if COMBINE_IN_KERNEL:
+            # As _mla_decode_kernel's arrivals (its comment says why), one a thread in
+            # order over the waves; the exact release / acquire: Gluon's stay global atomics.
+            if ARRIVALS == 1:
+                _gluon_barrier()
+            arrival = gl.full([ARRIVALS], 1, gl.int32, _gluon_threads_layout(ARCH, gl.num_warps()))
+            counter = counters_ptr + b + 0 * arrival
+            arrived = gl.atomic_add(counter, arrival, sem="release", scope="gpu")
+            if gl.max(arrived, 0) == num_splits * ARRIVALS - 1:
+                recorded = gl.atomic_add(counter, -num_splits * arrival, sem="acquire", scope="gpu")
+                merged = _gluon_combine_splits_in_program(part_o_ptr, part_lse_ptr, b,
+                                                          gl.max(recorded, 0) // ARRIVALS, COMBINE_LAYOUT)
+                _gluon_store_rows(out_ptr, q_row, stride_o_tok, stride_o_head, merged)
+    else:
+        _gluon_store_rows(out_ptr, q_row, stride_o_tok, stride_o_head, o)
+
+
+@gluon_jit
+def _gluon_attend_fp8(q_ptr, q_row, stride_q_tok, stride_q_head, kv_ptr, kv_scale_ptr, lo, hi, qk_scale,
+                      stride_kv, BLOCK_N: gl.constexpr, GROUPS: gl.constexpr, STAGES: gl.constexpr,
+                      ARCH: gl.constexpr):
+    # fp8 x fp8 attention of the 16 heads over rows lo..hi-1, each group of waves over
+    # its own TOKENS rows of every tile (the numerics of _attend_fp8_e4m3_waves):
+    # returns the groups' unnormalized (acc [G, 16, 512], m, l [G, 16]) scaled back.
+    # The ring: tile i lives in stage i % STAGES; the copies of tile i + STAGES - 1 are
+    # issued before tile i is multiplied, so STAGES - 1 tiles are in flight during
+    # every product. As offered (STAGES = 2, 128 rows, 4 waves), a tile's copies are
+    # C = 18 buffer loads into LDS a wave (128 x 576 bytes / 256 lanes / 16 bytes), and
+    # on gfx950 iteration i compiles to this order (tests/test_gfx950_report.py checks it):
+    #
+    #   before the loop  copy tile 0 -> stage 0          C x buffer_load_dwordx4 ... lds
+    #   iteration i      barrier                         all waves done reading stage (i+1)%2
+    #                    copy tile i+1 -> stage (i+1)%2  C x buffer_load_dwordx4 ... lds
+    #                    wait_group(STAGES - 1)          s_waitcnt vmcnt(C): tile i in, i+1 in flight
+    #                    barrier                         every wave's copies of tile i in
+    #                    read K of stage i%2, S = Q.K^T  ds_read; MFMA 16x16x128 (nope), 16x16x32 (rope)
+    #                    softmax step, P x 2^8 in e4m3
+    #                    read V of stage i%2, O += P.V   ds_read; MFMA 16x16x32
+    #   after the loop   wait_group(0)
+    #
+    #   iteration   before | 0               | 1               | 2               | ...
+    #   stage 0     copy 0 | read 0, MFMA 0  | copy 2          | read 2, MFMA 2  |
+    #   stage 1            | copy 1          | read 1, MFMA 1  | copy 3          |
+    TOKENS: gl.constexpr = BLOCK_N // GROUPS
+    MMA: gl.constexpr = _gluon_mma_layout(ARCH, GROUPS)
+    NOPE_MMA: gl.constexpr = _gluon_mma_layout(ARCH, GROUPS, 128)
+    NOPE_COPY: gl.constexpr = _gluon_copy_layout(ARCH, GROUPS, _TL_NOPE)
+    ROPE_COPY: gl.constexpr = _gluon_copy_layout(ARCH, GROUPS, _TL_ROPE)
+    K_WIDTH: gl.constexpr = _gluon_k_width(ARCH)
+    P_K_WIDTH: gl.constexpr = _gluon_p_k_width(ARCH)
+    RING: gl.constexpr = _gluon_ring_layout()
+    # Q first: its layout conversion's shared scratch is then free before the ring's.
+    q_nope, q_rope, q_inverse = _gluon_q_operands(q_ptr, q_row, stride_q_tok, stride_q_head, GROUPS, NOPE_COPY,
+                                                  ROPE_COPY, gl.DotOperandLayout(0, NOPE_MMA, K_WIDTH),
+                                                  gl.DotOperandLayout(0, MMA, K_WIDTH), gl.SliceLayout(2, MMA))
+    nope_ring = gl.allocate_shared_memory(kv_ptr.dtype.element_ty, [STAGES, GROUPS, TOKENS, _TL_NOPE], RING)
+    rope_ring = gl.allocate_shared_memory(kv_ptr.dtype.element_ty, [STAGES, GROUPS, TOKENS, _TL_ROPE], RING)
+    nope_rows = _gluon_row_offsets(stride_kv, GROUPS, TOKENS, NOPE_COPY)
+    rope_rows = _gluon_row_offsets(stride_kv, GROUPS, TOKENS, ROPE_COPY)
+    for stage in gl.static_range(STAGES - 1):
+        _gluon_copy_tile(nope_ring.index(stage), rope_ring.index(stage), kv_ptr, lo + stage * BLOCK_N, hi,
+                         stride_kv, nope_rows, rope_rows, ARCH)
+    kv_scale = gl.load(kv_scale_ptr)
+    score_scale = gl.expand_dims(q_inverse * (qk_scale * kv_scale), 2)
+    m_i = gl.full([GROUPS, _TL_HEADS], float("-inf"), gl.float32, gl.SliceLayout(2, MMA))
+    l_i = gl.zeros([GROUPS, _TL_HEADS], gl.float32, gl.SliceLayout(2, MMA))
+    acc = gl.zeros([GROUPS, _TL_HEADS, _TL_NOPE], gl.float32, MMA)
+    tile = 0
+    for start in range(lo, hi, BLOCK_N):
+        ahead = (tile + STAGES - 1) % STAGES
+        _gluon_copy_tile(nope_ring.index(ahead), rope_ring.index(ahead), kv_ptr, start + (STAGES - 1) * BLOCK_N,
+                         hi, stride_kv, nope_rows, rope_rows, ARCH)
+        _gluon_wait(STAGES - 1, ARCH)
+        k_nope = nope_ring.index(tile % STAGES)
+        s = _gluon_scores(q_nope, q_rope, k_nope, rope_ring.index(tile % STAGES), ARCH, NOPE_MMA, MMA, K_WIDTH)
+        s = gl.where(_gluon_row_ok(start, hi, GROUPS, TOKENS, MMA), s * score_scale, float("-inf"))
+        p, alpha, m_i, l_i = _gluon_softmax_step(s, m_i, l_i)
+        # P * 2^8 in e4m3 (P <= 1: keeps small probabilities out of the subnormals);
+        # the factor comes off the output at the end. V is the tile's first 512 columns.
+        p = gl.convert_layout(_gluon_to_e4m3(p * 256.0), gl.DotOperandLayout(0, MMA, P_K_WIDTH))
+        v = _gluon_read_stage(k_nope, gl.DotOperandLayout(1, MMA, P_K_WIDTH), ARCH)
+        acc = _gluon_mma(p, v, acc * gl.expand_dims(alpha, 2), ARCH)
+        tile += 1
+    _gluon_wait(0, ARCH)  # no copy outlives the program
+    return acc * (kv_scale * 0.00390625), m_i, l_i
+
+
+# ---- MXFP4 ----
+# The MXFP4 decode on the same split bounds and output path as fp8. A tile is BLOCK_N = 128
+# rows, and the 4 groups (64 threads each: a wave on gfx950) split the two products
+# differently:
+#   Q.K^T: group g scores its own 32 rows (the rows as M: [128, 16], group g's on its waves).
+#   P.V:   group g owns 128 of V's 512 columns for all 128 rows (O^T = V^T . P^T, the
+#          columns as M), so its accumulator is 16 x 128 fp32 (32 registers a lane on
+#          gfx950) and no group repeats another's decode. The softmax is shared: the tile's
+#          row maxima (a reduction across the groups) and P (through shared memory) pass
+#          between the groups; each lane keeps partial row sums of its own scores, reduced
+#          once after the loop.
+# The tile's bytes go global -> registers -> shared memory: loaded into registers one tile
+# ahead (in flight through the whole of this tile's products), written to shared memory
+# after this tile's last read. (gfx950's copy to LDS would make every access to shared
+# memory that LLVM cannot prove apart from the copies', the exchanges above included,
+# wait for all of them: s_waitcnt vmcnt(0).) A tile's rows are [base, base + 128) with
+# base = max(min(start, hi - 128), 0), inside the buffer (the host refuses one of fewer
+# than 128 rows): no row is clamped; the rows outside [start, hi) are invalid, their
+# scale bytes stored as 0 (nothing non-finite of another sequence enters) and their
+# scores -inf by an extra K feature: the rope's K step of 128 has 64 padding features,
+# and feature 576 is -6 (e2m1 0xF, its block scale 2^127) for an invalid row, 0 for a
+# valid one, against 1 in every head of Q, so an invalid row scores -6 x 2^127 (past
+# float32's range: -inf, or -FLT_MAX where the MMA saturates; either weighs 0).
+# Shared memory (one tile, 55 KiB): the codes (nope [128, 256], its 32-column blocks in
+# the scores' K order (_gluon_mxfp4_step_order); rope [128, 64]: 32 bytes of codes, the
+# validity byte, zeros); the scale bytes twice: for V as the fp32 bits s << 23 its convert
+# takes, blocks x rows [16, 128] uint32, and for the scores as bytes, blocks x row pairs
+# (_gluon_mxfp4_row_pairs) [16, 64, 2], with the fifth step's [4, 64, 2] (the rope's 2
+# blocks, the validity feature's 2^127, a padding 1); P [16, 128] bf16; the groups'
+# row maxima [4, 16].
+#   cdna4: Q.K^T by mfma_scaled on the e2m1 codes against Q in e4m3 (each head's power-of-
+#          two scale, its inverse the e8m0 scale of Q's blocks), five K steps of 128 (the
+#          rope and the validity feature the fifth); V decoded by gfx950's convert
+#          (v_cvt_scalef32_pk_bf16_fp4, one instruction a byte: two columns of one row) and
+#          rows paired by v_perm_b32 for the MFMA's K; every operand in its MFMA's own
+#          layout (assert_trivial).
+#   ampere: K (the fifth step included) and V decoded to bf16 by bit operations, both
+#          products by mma_v2 (Q in bf16).
+# V's columns go to P.V's M out of order: chunk j is byte j of V's 4-byte words; its row
+# m = 32g + 16n + r is value n of byte j of shared-memory word 16g + r of each row
+# (_gluon_mxfp4_output puts the columns back after the loop).
+@gluon_constexpr_function
+def _gluon_mxfp4_score_layout(ARCH, GROUPS, TOKENS):
+    # Q.K^T as [G*T rows, 16 heads]: group g's T rows on its own waves (two warps on NVIDIA).
+    if ARCH == "cdna4":
+        return gl_cdna4.AMDMFMALayout(version=4, instr_shape=[16, 16, 128], transposed=False,
+                                      warps_per_cta=[GROUPS, 1], tiles_per_warp=[TOKENS // 16, 1])
+    return gl.NVMMADistributedLayout(version=[2, 0], warps_per_cta=[2 * GROUPS, 1], instr_shape=[16, 8])
+
+
+@gluon_constexpr_function
+def _gluon_mxfp4_value_layout(ARCH, GROUPS):
+    # One chunk of O^T = V^T . P^T, [32 G columns, 16 heads]: group g's 32 rows of it on its waves.
+    if ARCH == "cdna4":
+        return gl_cdna4.AMDMFMALayout(version=4, instr_shape=[16, 16, 32], transposed=False,
+                                      warps_per_cta=[GROUPS, 1], tiles_per_warp=[2, 1])
+    return gl.NVMMADistributedLayout(version=[2, 0], warps_per_cta=[2 * GROUPS, 1], instr_shape=[16, 8])
+
+
+@gluon_constexpr_function
+def _gluon_mxfp4_k_width(ARCH):
+    # Operand elements a thread holds together along K for P.V (bf16 on both GPUs).
+    return 8 if ARCH == "cdna4" else 2
+
+
+@gluon_constexpr_function
+def _gluon_group_bases(GROUPS, STRIDE, RANK, AXIS):
+    # Linear-layout bases putting the group index, times STRIDE, on the warps.
+    bases = []
+    for bit in range(GROUPS.bit_length() - 1):
+        basis = [0] * RANK
+        basis[AXIS] = STRIDE << bit
+        bases.append(basis)
+    return bases
+
+
+@gluon_constexpr_function
+def _gluon_mxfp4_value_words_layout(ARCH, GROUPS):
+    # V's code words of one K step of P.V [32 rows, 16 G words]. cdna4: lane 16q + r of
+    # group g holds word 16g + r of rows 8q .. 8q + 7: after the convert and the pairing
+    # of rows, exactly the registers of P.V's V^T operand (K 8 rows a lane).
+    if ARCH == "cdna4":
+        return gl.DistributedLinearLayout(
+            reg_bases=[[1, 0], [2, 0], [4, 0]], lane_bases=[[0, 1], [0, 2], [0, 4], [0, 8], [8, 0], [16, 0]],
+            warp_bases=_gluon_group_bases(GROUPS, 16, 2, 1), block_bases=[], shape=[32, 16 * GROUPS])
+    return gl.BlockedLayout([8, 1], [4, 8], [1, 2 * GROUPS], [0, 1])
+
+
+@gluon_constexpr_function
+def _gluon_mxfp4_stage_layout(ARCH, GROUPS, COLUMNS, PER_THREAD):
+    # A tile's [BLOCK_N, COLUMNS] bytes in registers, PER_THREAD consecutive bytes of a row
+    # a thread (a 16-byte load where PER_THREAD is 16).
+    lanes = COLUMNS // PER_THREAD
+    if ARCH == "cdna4":
+        return gl.BlockedLayout([1, PER_THREAD], [64 // lanes, lanes], [GROUPS, 1], [1, 0])
+    return gl.BlockedLayout([1, PER_THREAD], [32 // lanes, lanes], [2 * GROUPS, 1], [1, 0])
+
+
+@gluon_constexpr_function
+def _gluon_mxfp4_keys_layout(ARCH, GROUPS, BLOCKS):
+    # A tile's scale bytes as loaded, [BLOCKS blocks, BLOCK_N rows], 8 blocks of one row a
+    # thread (BLOCKS 16), or one (BLOCKS 2): byte loads, any strides.
+    if ARCH == "cdna4":
+        return gl.BlockedLayout([BLOCKS // 2, 1], [2, 32], [1, GROUPS], [0, 1])
+    return gl.BlockedLayout([BLOCKS // 2, 1], [2, 16], [1, 2 * GROUPS], [0, 1])
+
+
+@gluon_jit
+def _gluon_axis2(N: gl.constexpr, AXIS: gl.constexpr, layout: gl.constexpr):
+    # arange(N) along AXIS of a rank-2 `layout`, shaped to broadcast ([N, 1] or [1, N]).
+    if AXIS == 0:
+        return gl.expand_dims(gl.arange(0, N, layout=gl.SliceLayout(1, layout)), 1)
+    else:
+        return gl.expand_dims(gl.arange(0, N, layout=gl.SliceLayout(0, layout)), 0)
+
+
+@gluon_jit
+def _gluon_e2m1_pairs(words, scales, ARCH: gl.constexpr):
+    # words uint32, four code bytes each; scales their blocks' e8m0 bytes (same shape)
+    # -> four uint32, byte j's two values in pairs_j as two bf16 (low half: the low
+    # nibble, the even column) times 2^(s-127), as _e2m1_words_to_pairs.
+    return _gluon_e2m1_scaled_pairs(words, scales.to(gl.uint32) << 23, ARCH)
+
+
+@gluon_jit
+def _gluon_e2m1_scaled_pairs(words, scale_bits, ARCH: gl.constexpr):
+    # _gluon_e2m1_pairs with each scale byte s given as the fp32 bits s << 23 (2^(s-127);
+    # 0 for s = 0), as gfx950's convert takes it.
+    if ARCH == "cdna4":
+        pairs = gl.inline_asm_elementwise(_CONVERT_E2M1_ASM, _CONVERT_E2M1_CONSTRAINTS, [words, scale_bits],
+                                          dtype=(gl.uint32, gl.uint32, gl.uint32, gl.uint32), is_pure=True, pack=1)
+        return pairs[0], pairs[1], pairs[2], pairs[3]
+    else:
+        scale = gl.where(scale_bits == 0, 0x00400000, scale_bits).to(gl.float32, bitcast=True)
+        return (_gluon_e2m1_byte_pair(words, scale, 0), _gluon_e2m1_byte_pair(words, scale, 8),
+                _gluon_e2m1_byte_pair(words, scale, 16), _gluon_e2m1_byte_pair(words, scale, 24))
+
+
+@gluon_jit
+def _gluon_e2m1_byte_pair(words, scale, SHIFT: gl.constexpr):
+    # _e2m1_byte_to_pair's Gluon version (its operations in the order the NVIDIA twin was
+    # measured with): the byte at SHIFT -> its two values as bf16 bits in a uint32, by
+    # _e2m1_pair_to_f32's bit placement. A value past bf16's range is past fp32's too: -inf
+    # (the validity feature's -6 x 2^127).
+    x = (words >> SHIFT) & 0xFF
+    even = (((x & 0x8) << 28) | ((x & 0x7) << 22)).to(gl.float32, bitcast=True) * _TL_TWO_TO_126 * scale
+    odd = (((x & 0x80) << 24) | ((x & 0x70) << 18)).to(gl.float32, bitcast=True) * _TL_TWO_TO_126 * scale
+    return (even.to(gl.uint32, bitcast=True) >> 16) | (odd.to(gl.uint32, bitcast=True) & 0xFFFF0000)
+
+
+@gluon_jit
+def _gluon_bf16_halves(pair):
+    return ((pair & 0xFFFF).to(gl.uint16).to(gl.bfloat16, bitcast=True),
+            (pair >> 16).to(gl.uint16).to(gl.bfloat16, bitcast=True))
+
+
+@gluon_jit
+def _gluon_join_bytes(b0, b1, b2, b3):
+    # Four tensors, one per byte j of a word -> [..., 2, 2] with j = 2 j1 + j0 last
+    # (each join appends the least significant index).
+    return gl.join(gl.join(b0, b2), gl.join(b1, b3))
+
+
+@gluon_jit
+def _gluon_e2m1_decode(words, scales, ARCH: gl.constexpr):
+    # words uint32 and their blocks' scale bytes (same shape) -> bf16 [..., 2, 2, 2]:
+    # byte j, nibble n of a word is its value 2j + n.
+    p0, p1, p2, p3 = _gluon_e2m1_pairs(words, scales, ARCH)
+    lo0, hi0 = _gluon_bf16_halves(p0)
+    lo1, hi1 = _gluon_bf16_halves(p1)
+    lo2, hi2 = _gluon_bf16_halves(p2)
+    lo3, hi3 = _gluon_bf16_halves(p3)
+    return gl.join(_gluon_join_bytes(lo0, lo1, lo2, lo3), _gluon_join_bytes(hi0, hi1, hi2, hi3))
+
+
+@gluon_jit
+def _gluon_word_blocks(words):
+    # words [R, W] uint32 -> [R, W // 4, 4]: by 32-value block (4 words).
+    return words.reshape([words.shape[0], words.shape[1] // 4, 4])
+
+
+@gluon_jit
+def _gluon_word_scales(words, scales):
+    # words [R, B, 4] uint32 (_gluon_word_blocks) and their blocks' scale bytes [R, B] ->
+    # each word's scale byte [R, B, 4], in the words' layout.
+    scales = gl.convert_layout(scales, gl.SliceLayout(2, words.type.layout))
+    return gl.expand_dims(scales, 2) + gl.zeros_like(words)
+
+
+@gluon_jit
+def _gluon_pair_rows(pairs):
+    # pairs [T, W] uint32 (two bf16 of one row, columns 2j and 2j + 1) -> the same values
+    # paired by rows (2i, 2i + 1) [T / 2, W]: column 2j's, column 2j + 1's (one v_perm_b32
+    # each).
+    TOKENS: gl.constexpr = pairs.shape[0]
+    WORDS: gl.constexpr = pairs.shape[1]
+    even, odd = gl.split(pairs.reshape([TOKENS // 2, 2, WORDS]).permute((0, 2, 1)))
+    return (even & 0xFFFF) | (odd << 16), (even >> 16) | (odd & 0xFFFF0000)
+
+
+@gluon_jit
+def _gluon_unpair_rows(pairs):
+    # [T / 2, W] uint32 of two rows' bf16 -> [T, W] bf16.
+    HALF: gl.constexpr = pairs.shape[0]
+    WORDS: gl.constexpr = pairs.shape[1]
+    even, odd = _gluon_bf16_halves(pairs)
+    return gl.join(even, odd).permute((0, 2, 1)).reshape([2 * HALF, WORDS])
+
+
+@gluon_jit
+def _gluon_load_bytes(base, offsets, ARCH: gl.constexpr):
+    # Bytes at base + offsets (32-bit offsets, in bounds): a buffer load on gfx950.
+    if ARCH == "cdna4":
+        return gl_cdna4.buffer_load(base, offsets)
+    else:
+        return gl.load(base + offsets)
+
+
+@gluon_jit
+def _gluon_mxfp4_offsets(ROWS: gl.constexpr, COLUMNS: gl.constexpr, row_stride, column_stride,
+                         layout: gl.constexpr):
+    # [ROWS, COLUMNS] offsets from a tile's first row, in `layout` (dim 0 the rows, or, for
+    # a layout of [blocks, rows], dim 1: ROWS < 0 means the rows are dim 1); the same for
+    # every tile: computed once, before the loop.
+    if ROWS > 0:
+        return _gluon_axis2(ROWS, 0, layout) * row_stride + _gluon_axis2(COLUMNS, 1, layout) * column_stride
+    else:
+        return _gluon_axis2(-ROWS, 1, layout) * row_stride + _gluon_axis2(COLUMNS, 0, layout) * column_stride
+
+
+@gluon_jit
+def _gluon_mxfp4_tile_base(start, hi, BLOCK_N: gl.constexpr):
+    # The first row of the tile at `start`: [base, base + BLOCK_N) covers the tile's rows
+    # in the split, [start, min(start + BLOCK_N, hi)), and lies inside the buffer (at
+    # least BLOCK_N rows, hi at most its rows). A tile past hi (the loads of the tile
+    # ahead, beyond the split) reads the split's last BLOCK_N rows, all invalid to it.
+    return gl.maximum(gl.minimum(start, hi - BLOCK_N), 0)
+
+
+@gluon_jit
+def _gluon_mxfp4_load_codes(kv_ptr, start, hi, stride_kv, nope_offsets, ARCH: gl.constexpr):
+    # The nope codes [BLOCK_N, 256] of the tile at `start` into registers (16 bytes a load).
+    BLOCK_N: gl.constexpr = nope_offsets.shape[0]
+    base = _gluon_mxfp4_tile_base(start, hi, BLOCK_N)
+    return _gluon_load_bytes(kv_ptr + base.to(gl.int64) * stride_kv, nope_offsets, ARCH)
+
+
+@gluon_jit
+def _gluon_mxfp4_load_rest(kv_ptr, sc_ptr, start, hi, stride_kv, stride_sr, rope_offsets, key_offsets,
+                           pe_offsets, ARCH: gl.constexpr):
+    # The rest of the tile at `start` into registers: rope codes [BLOCK_N, 32], the nope
+    # blocks' scale bytes [16, BLOCK_N] and the rope's [2, BLOCK_N] (byte loads through the
+    # scale tensor's strides: trimmed or padded rows alike).
+    BLOCK_N: gl.constexpr = rope_offsets.shape[0]
+    base = _gluon_mxfp4_tile_base(start, hi, BLOCK_N)
+    rope = _gluon_load_bytes(kv_ptr + base.to(gl.int64) * stride_kv, rope_offsets, ARCH)
+    scales = sc_ptr + base.to(gl.int64) * stride_sr
+    keys = _gluon_load_bytes(scales, key_offsets, ARCH)
+    pe = _gluon_load_bytes(scales, pe_offsets, ARCH)
+    return rope, keys, pe
+
+
+@gluon_jit
+def _gluon_mxfp4_valid_rows(start, hi, rows, BLOCK_N: gl.constexpr):
+    # Whether the rows `rows` (from the first of the tile at `start`) are in [start, hi).
+    row = _gluon_mxfp4_tile_base(start, hi, BLOCK_N) + rows
+    return (row >= start) & (row < hi)
+
+
+@gluon_jit
+def _gluon_mxfp4_step_order(x):
+    # x [R, 16 C] (C columns a 32-column block of the nope dims) -> the same values in the
+    # scores' K order: K step k, lane group g (of 4) holds block 4g + k (so that a lane's
+    # K steps take consecutive blocks). A permutation of the columns, no data moves.
+    ROWS: gl.constexpr = x.shape[0]
+    UNIT: gl.constexpr = x.shape[1] // 16
+    return x.reshape([ROWS, 4, 4, UNIT]).permute((0, 2, 1, 3)).reshape([ROWS, 16 * UNIT])
+
+
+@gluon_jit
+def _gluon_mxfp4_store_codes(nope, nope_smem):
+    # A tile's nope codes from registers into shared memory (_gluon_mxfp4_step_order).
+    nope_smem.store(_gluon_mxfp4_step_order(nope))
+
+
+@gluon_jit
+def _gluon_mxfp4_row_pairs(x):
+    # x [B, BLOCK_N] (blocks x rows) -> [B, BLOCK_N / 2, 2]: row 32w + 16t + i at
+    # [:, 16w + i, t], so that a lane of the scores finds its two row tiles' bytes together.
+    BLOCKS: gl.constexpr = x.shape[0]
+    ROWS: gl.constexpr = x.shape[1]
+    return x.reshape([BLOCKS, ROWS // 32, 2, 16]).permute((0, 1, 3, 2)).reshape([BLOCKS, ROWS // 2, 2])
+
+
+@gluon_jit
+def _gluon_mxfp4_store_rest(start, hi, rope, keys, pe, rope_smem, values_smem, key_smem, pe_smem,
+                            ARCH: gl.constexpr, GROUPS: gl.constexpr):
+    # The rest of the tile at `start` from registers into shared memory: the rope codes,
+    # the validity byte of each row (0x0F invalid: feature 576 is -6; 0 valid), and the
+    # scale bytes, 0 for an invalid row: the nope blocks' (in the scores' K order) blocks x
+    # rows for V, as the fp32 bits s << 23 its convert takes, and as bytes, blocks x row
+    # pairs (_gluon_mxfp4_row_pairs) with the rope's, for the scores.
+    BLOCK_N: gl.constexpr = rope.shape[0]
+    KEYS: gl.constexpr = keys.type.layout
+    rope_smem.slice(0, 32, dim=1).store(rope)
+    # A row's validity, once a thread (the scale bytes' layouts hold a row a thread).
+    valid = _gluon_mxfp4_valid_rows(start, hi, _gluon_axis2(BLOCK_N, 1, KEYS), BLOCK_N)
+    rope_smem.slice(32, 1, dim=1).store(gl.where(valid, 0, 0x0F).to(gl.uint8).permute((1, 0)))
+    keys = _gluon_mxfp4_step_order(gl.where(valid, keys, 0).permute((1, 0))).permute((1, 0))
+    values_smem.store(keys.to(gl.uint32) << 23)
+    key_smem.store(_gluon_mxfp4_row_pairs(keys))
+    PE: gl.constexpr = pe.type.layout
+    pe_valid = gl.convert_layout(valid, PE, assert_trivial=True)
+    pe_smem.slice(0, 2, dim=0).store(_gluon_mxfp4_row_pairs(gl.where(pe_valid, pe, 0)))
+
+
+@gluon_jit
+def _gluon_mxfp4_q_step(q_base, step, STEP_LAYOUT: gl.constexpr):
+    # Q's nope dims of K step `step` [16, 128] (lane group g's 32 dims: the block 4g + step,
+    # _gluon_mxfp4_step_order) in float32.
+    cols = _gluon_axis2(128, 1, STEP_LAYOUT)
+    return gl.load(q_base + (cols // 32 * 4 + step) * 32 + cols % 32).to(gl.float32)
+
+
+@gluon_jit
+def _gluon_mxfp4_q_operands(q_ptr, q_row, stride_q_tok, stride_q_head, ARCH: gl.constexpr, GROUPS: gl.constexpr,
+                            TOKENS: gl.constexpr):
+    # Q as the scores' right operand: (its five K steps, their block scales), the nope dims
+    # in the scores' K order; the fifth step the rope's 64 dims, 1 at the validity feature
+    # (K 64), zeros. cdna4: Q^T in e4m3 with each head's scale (_q_e4m3_scale over its 576
+    # dims), the inverse as the e8m0 scale of the head's blocks (the validity feature's
+    # block: 1), so the scaled MFMA gives the scores unscaled (an inf or NaN head's 0xFF:
+    # NaN scores; the MFMA's reading of 0xFF is the OCP MX spec's, not seen run): five
+    # [128, 16] steps and the scales [16, 4] of the nope steps and of the fifth. ampere:
+    # the nope part Q^T [512, 16] bf16 in shared memory and the fifth step [128, 16] bf16
+    # in registers (scales unused: 0).
+    LANES: gl.constexpr = 64 if ARCH == "cdna4" else 32
+    # [16, 128]: 8 consecutive dims a thread, each value loaded once.
+    STEP: gl.constexpr = gl.BlockedLayout([1, 8], [LANES // 16, 16], [64 // LANES * GROUPS, 1], [1, 0])
+    SCORE: gl.constexpr = _gluon_mxfp4_score_layout(ARCH, GROUPS, TOKENS)
+    q_base = q_ptr + q_row.to(gl.int64) * stride_q_tok + _gluon_axis2(16, 0, STEP) * stride_q_head
+    q0 = _gluon_mxfp4_q_step(q_base, 0, STEP)
+    q1 = _gluon_mxfp4_q_step(q_base, 1, STEP)
+    q2 = _gluon_mxfp4_q_step(q_base, 2, STEP)
+    q3 = _gluon_mxfp4_q_step(q_base, 3, STEP)
+    pe_cols = _gluon_axis2(128, 1, STEP) + _gluon_axis2(16, 0, STEP) * 0
+    q_pe = gl.load(q_base + 512 + pe_cols, mask=pe_cols < 64, other=0.0).to(gl.float32)
+    if ARCH == "cdna4":
+        Q_OPERAND: gl.constexpr = gl.DotOperandLayout(1, SCORE, 16)
+        amax = gl.maximum(gl.maximum(gl.max(gl.abs(q0), 1), gl.max(gl.abs(q1), 1)),
+                          gl.maximum(gl.max(gl.abs(q2), 1), gl.max(gl.abs(q3), 1)))
+        amax = gl.maximum(amax, gl.max(gl.abs(q_pe), 1))
+        q_scale, q_inverse = _gluon_q_e4m3_scale(amax)
+        q_scale = gl.expand_dims(q_scale, 1)
+        inverse = gl.expand_dims(_gluon_e8m0_of(q_inverse), 1)
+        blocks = _gluon_axis2(4, 1, STEP)
+        SCALES: gl.constexpr = gl_cdna4.get_mfma_scale_layout(Q_OPERAND, [16, 4])
+        q_scales = gl.convert_layout(inverse + gl.zeros([16, 4], gl.uint8, STEP), SCALES)
+        pe_scales = gl.convert_layout(gl.where(blocks < 2, inverse, 127).to(gl.uint8), SCALES)
+        q_pe = _gluon_to_e4m3(q_pe * q_scale)
+        q_pe = gl.where(pe_cols == 64, 1.0, q_pe.to(gl.float32)).to(gl.float8e4nv)
+        steps = (gl.convert_layout(_gluon_to_e4m3(q0 * q_scale).permute((1, 0)), Q_OPERAND),
+                 gl.convert_layout(_gluon_to_e4m3(q1 * q_scale).permute((1, 0)), Q_OPERAND),
+                 gl.convert_layout(_gluon_to_e4m3(q2 * q_scale).permute((1, 0)), Q_OPERAND),
+                 gl.convert_layout(_gluon_to_e4m3(q3 * q_scale).permute((1, 0)), Q_OPERAND),
+                 gl.convert_layout(q_pe.permute((1, 0)), Q_OPERAND))
+        return steps, (q_scales, pe_scales)
+    else:
+        q_pe = gl.where(pe_cols == 64, 1.0, q_pe).to(gl.bfloat16)
+        q_pe_t = gl.convert_layout(q_pe.permute((1, 0)), gl.DotOperandLayout(1, SCORE, 2))
+        q_t = gl.allocate_shared_memory(gl.bfloat16, [512, 16], gl.SwizzledSharedLayout(1, 1, 1, [0, 1]))
+        q_t.slice(0, 128, dim=0).store(q0.to(gl.bfloat16).permute((1, 0)))
+        q_t.slice(128, 128, dim=0).store(q1.to(gl.bfloat16).permute((1, 0)))
+        q_t.slice(256, 128, dim=0).store(q2.to(gl.bfloat16).permute((1, 0)))
+        q_t.slice(384, 128, dim=0).store(q3.to(gl.bfloat16).permute((1, 0)))
+        return (q_t, q_pe_t), 0
+
+
+@gluon_constexpr_function
+def _gluon_mxfp4_pair_keys_layout(ARCH, GROUPS):
+    # The scale bytes of one K step [4 lane groups, 16 G row pairs, 2] as the scores read
+    # them. cdna4: lane 16g + i of group w holds pair 16w + i of lane group g, its two
+    # bytes (a 2-byte read): after _gluon_mxfp4_step_keys' permutation, mfma_scaled's
+    # scale layout.
+    if ARCH == "cdna4":
+        return gl.DistributedLinearLayout(
+            reg_bases=[[0, 0, 1]], lane_bases=[[0, 1, 0], [0, 2, 0], [0, 4, 0], [0, 8, 0], [1, 0, 0], [2, 0, 0]],
+            warp_bases=_gluon_group_bases(GROUPS, 16, 3, 1), block_bases=[], shape=[4, 16 * GROUPS, 2])
+    return gl.BlockedLayout([1, 1, 2], [4, 8, 1], [1, 2 * GROUPS, 1], [2, 1, 0])
+
+
+@gluon_jit
+def _gluon_mxfp4_step_keys(key_view, ARCH: gl.constexpr, GROUPS: gl.constexpr):
+    # One K step's scale bytes [4, BLOCK_N / 2, 2] (_gluon_mxfp4_row_pairs) -> [BLOCK_N, 4]
+    # (rows x lane groups).
+    PAIRS: gl.constexpr = key_view.shape[1]
+    keys = key_view.load(_gluon_mxfp4_pair_keys_layout(ARCH, GROUPS))
+    return keys.reshape([4, PAIRS // 16, 16, 2]).permute((1, 3, 2, 0)).reshape([2 * PAIRS, 4])
+
+
+@gluon_jit
+def _gluon_mxfp4_scores(q_steps, q_scales, nope_smem, rope_smem, key_smem, pe_smem, ARCH: gl.constexpr,
+                        GROUPS: gl.constexpr):
+    # The tile's scores [BLOCK_N, 16] (not yet scaled by qk_scale; invalid rows -inf) from
+    # shared memory, in five K steps of 128: the nope part's four (lane group g's 32 dims of
+    # step k: block 4g + k), then the fifth (the rope's 64 dims, the validity feature).
+    BLOCK_N: gl.constexpr = nope_smem.shape[0]
+    SCORE: gl.constexpr = _gluon_mxfp4_score_layout(ARCH, GROUPS, BLOCK_N // GROUPS)
+    s = gl.zeros([BLOCK_N, 16], gl.float32, SCORE)
+    if ARCH == "cdna4":
+        CODES: gl.constexpr = gl.DotOperandLayout(0, SCORE, 16)
+        KEYS: gl.constexpr = gl_cdna4.get_mfma_scale_layout(CODES, [BLOCK_N, 4])
+        nope_scales, pe_scales = q_scales
+        for step in gl.static_range(4):
+            codes = nope_smem.slice(64 * step, 64, dim=1).load(CODES)
+            keys = gl.convert_layout(_gluon_mxfp4_step_keys(key_smem.slice(4 * step, 4, dim=0), ARCH, GROUPS), KEYS,
+                                     assert_trivial=True)
+            s = gl_cdna4.mfma_scaled(codes, keys, "e2m1", q_steps[step], nope_scales, "e4m3", s)
+        keys = gl.convert_layout(_gluon_mxfp4_step_keys(pe_smem, ARCH, GROUPS), KEYS, assert_trivial=True)
+        return gl_cdna4.mfma_scaled(rope_smem.load(CODES), keys, "e2m1", q_steps[4], pe_scales, "e4m3", s)
+    else:
+        q_t, q_pe_t = q_steps
+        K_OPERAND: gl.constexpr = gl.DotOperandLayout(0, SCORE, 2)
+        WORDS: gl.constexpr = gl.BlockedLayout([1, 16], [32, 1], [2 * GROUPS, 1], [1, 0])
+        words = _gluon_reinterpret(nope_smem, gl.uint32, [BLOCK_N, 64], nope_smem.layout)
+        for step in gl.static_range(4):
+            step_words = _gluon_word_blocks(words.slice(16 * step, 16, dim=1).load(WORDS))
+            keys = _gluon_mxfp4_step_keys(key_smem.slice(4 * step, 4, dim=0), ARCH, GROUPS)
+            k = _gluon_e2m1_decode(step_words, _gluon_word_scales(step_words, keys), ARCH)
+            k = gl.convert_layout(k.reshape([BLOCK_N, 128]), K_OPERAND)
+            s = gl_ampere.mma_v2(k, q_t.slice(128 * step, 128, dim=0).load(gl.DotOperandLayout(1, SCORE, 2)), s)
+        pe_words = _gluon_word_blocks(_gluon_reinterpret(rope_smem, gl.uint32, [BLOCK_N, 16], rope_smem.layout).load(WORDS))
+        keys = _gluon_mxfp4_step_keys(pe_smem, ARCH, GROUPS)
+        k_pe = _gluon_e2m1_decode(pe_words, _gluon_word_scales(pe_words, keys), ARCH)
+        return gl_ampere.mma_v2(gl.convert_layout(k_pe.reshape([BLOCK_N, 128]), K_OPERAND), q_pe_t, s)
+
+
+@gluon_constexpr_function
+def _gluon_mxfp4_groups_max_layout(ARCH, GROUPS):
+    # [G, 16] maxima, a thread holding all G of its head (lane l: head l % 16).
+    if ARCH == "cdna4":
+        return gl.BlockedLayout([GROUPS, 1], [1, 64], [1, GROUPS], [1, 0])
+    return gl.BlockedLayout([GROUPS, 1], [1, 32], [1, 2 * GROUPS], [1, 0])
+
+
+@gluon_jit
+def _gluon_max_with_nan(a, b):
+    # max(a, b), NaN if either is (no quieting of the inputs first, as maxnum needs).
+    return gl.maximum(a, b, propagate_nan=tl.PropagateNan.ALL)
+
+
+@gluon_jit
+def _gluon_mxfp4_tile_max(s, max_smem, ARCH: gl.constexpr, GROUPS: gl.constexpr):
+    # The tile's per-head maximum [16] of the scores s [BLOCK_N, 16], in s's row slice (NaN
+    # where a score is: exact attention's output is NaN there too): each group's over its
+    # rows (within its waves), the groups' through shared memory (max_smem [G, 16]: one
+    # write a group, one read a lane of all G).
+    BLOCK_N: gl.constexpr = s.shape[0]
+    max_smem.store(gl.reduce(s.reshape([GROUPS, BLOCK_N // GROUPS, 16]), 1, _gluon_max_with_nan))
+    groups = max_smem.load(_gluon_mxfp4_groups_max_layout(ARCH, GROUPS))
+    return gl.convert_layout(gl.reduce(groups, 0, _gluon_max_with_nan), gl.SliceLayout(0, s.type.layout))
+
+
+@gluon_jit
+def _gluon_mxfp4_value_chunk(acc, p_t, pairs, ARCH: gl.constexpr):
+    # acc + V^T . P^T over chunk j of one K step of V: pairs [32 rows, 16 G] uint32, byte
+    # j's two values (columns 8w + 2j, 8w + 2j + 1 of word w) of each row, scaled. V^T's
+    # row m = 32g + 16n + r is the value n of word 16g + r (_gluon_mxfp4_output).
+    ROWS: gl.constexpr = pairs.shape[0]
+    GROUPS: gl.constexpr = pairs.shape[1] // 16
+    MMA: gl.constexpr = _gluon_mxfp4_value_layout(ARCH, GROUPS)
+    even_columns, odd_columns = _gluon_pair_rows(pairs)
+    v = gl.join(_gluon_unpair_rows(even_columns), _gluon_unpair_rows(odd_columns))  # [row, word, n]
+    v = v.reshape([ROWS, GROUPS, 16, 2]).permute((1, 3, 2, 0)).reshape([32 * GROUPS, ROWS])
+    v = gl.convert_layout(v, gl.DotOperandLayout(0, MMA, _gluon_mxfp4_k_width(ARCH)), assert_trivial=ARCH == "cdna4")
+    return _gluon_mma(v, p_t, acc, ARCH)
+
+
+@gluon_jit
+def _gluon_mxfp4_tile(acc0, acc1, acc2, acc3, m_i, l_i, qk_scale, q_steps, q_scales, nope_smem, rope_smem,
+                      values_smem, key_smem, pe_smem, p_smem, max_smem, ARCH: gl.constexpr, GROUPS: gl.constexpr):
+    # One tile's products from shared memory: the scores, the shared softmax step, P.V.
+    BLOCK_N: gl.constexpr = nope_smem.shape[0]
+    MMA: gl.constexpr = _gluon_mxfp4_value_layout(ARCH, GROUPS)
+    K_WIDTH: gl.constexpr = _gluon_mxfp4_k_width(ARCH)
+    s = _gluon_mxfp4_scores(q_steps, q_scales, nope_smem, rope_smem, key_smem, pe_smem, ARCH, GROUPS)
+    # The online softmax, per head over the whole tile (a maximum across the groups), in
+    # the log2 domain; a head with no valid row yet keeps max -inf, subtracted as 0.
+    m_new = _gluon_max_with_nan(m_i, _gluon_mxfp4_tile_max(s, max_smem, ARCH, GROUPS) * qk_scale)
+    m_safe = gl.where(m_new == float("-inf"), 0.0, m_new)
+    alpha = gl.exp2(m_i - m_safe)
+    p = gl.exp2(s * qk_scale - gl.expand_dims(m_safe, 0))
+    l_i = l_i * gl.expand_dims(alpha, 0) + p
+    # P through shared memory, heads x rows: each group writes its rows, every group
+    # reads all of them, a K step at a time.
+    p_rows = p_smem.permute((1, 0))
+    p_rows.store(p.to(gl.bfloat16))
+    alpha = gl.expand_dims(gl.convert_layout(alpha, gl.SliceLayout(0, MMA), assert_trivial=True), 0)
+    acc0 = acc0 * alpha
+    acc1 = acc1 * alpha
+    acc2 = acc2 * alpha
+    acc3 = acc3 * alpha
+    WORDS: gl.constexpr = _gluon_mxfp4_value_words_layout(ARCH, GROUPS)
+    all_words = _gluon_reinterpret(nope_smem, gl.uint32, [BLOCK_N, 64], nope_smem.layout)
+    for step in gl.static_range(BLOCK_N // 32):
+        p_t = p_rows.slice(32 * step, 32, dim=0).load(gl.DotOperandLayout(1, MMA, K_WIDTH))
+        words = _gluon_word_blocks(all_words.slice(32 * step, 32, dim=0).load(WORDS))
+        scales = values_smem.permute((1, 0)).slice(32 * step, 32, dim=0).load(gl.SliceLayout(2, words.type.layout))
+        p0, p1, p2, p3 = _gluon_e2m1_scaled_pairs(words, _gluon_word_scales(words, scales), ARCH)
+        acc0 = _gluon_mxfp4_value_chunk(acc0, p_t, p0.reshape([32, 64]), ARCH)
+        acc1 = _gluon_mxfp4_value_chunk(acc1, p_t, p1.reshape([32, 64]), ARCH)
+        acc2 = _gluon_mxfp4_value_chunk(acc2, p_t, p2.reshape([32, 64]), ARCH)
+        acc3 = _gluon_mxfp4_value_chunk(acc3, p_t, p3.reshape([32, 64]), ARCH)
+    return acc0, acc1, acc2, acc3, m_new, l_i
+
+
+@gluon_jit
+def _gluon_attend_mxfp4(q_ptr, q_row, stride_q_tok, stride_q_head, kv_ptr, sc_ptr, lo, hi, qk_scale,
+                        stride_kv, stride_sr, stride_sc, BLOCK_N: gl.constexpr, GROUPS: gl.constexpr,
+                        STAGES: gl.constexpr, ARCH: gl.constexpr):
+    # MXFP4 attention of the 16 heads over rows lo..hi-1 (section comment): returns the
+    # unnormalized state, the four chunks of O^T [32 G, 16] (rows in chunk order), the
+    # max m [16] and the lanes' partial row sums [BLOCK_N, 16].
+    # The pipeline (STAGES = 2): tile i in shared memory is multiplied while tile i + 1 is
+    # in flight into registers; after tile i's products the rest of tile i + 1 (rope codes,
+    # scale bytes) goes to shared memory and tile i + 2's loads of it are issued, then the
+    # same for the nope codes, so that no wait in the loop drains the loads of tile i + 2.
+    # A wave's loads of a tile (128 rows, 4 waves): the codes C = 8 buffer_load_dwordx4
+    # (128 x 256 bytes / 256 lanes / 16 bytes), the rest R = 10 (the rope codes' one
+    # buffer_load_dwordx4, the scale bytes' nine buffer_load_ubyte). On gfx950 iteration i
+    # compiles to this order (tests/test_gfx950_report.py checks it):
+    #
+    #   before the loop  load rest 0, codes 0; store both; load rest 1, codes 1
+    #   iteration i      read tile i, S = Q.K^T        ds_read; MFMA scaled 16x16x128 (5 K steps)
+    #                    row maxima, P via LDS         ds_write, barrier, ds_read
+    #                    read V codes, O^T += V^T.P^T  ds_read; MFMA 16x16x32 bf16
+    #                    store rest i+1                s_waitcnt vmcnt(>= C): codes i+1 still in flight
+    #                    load rest i+2                 R buffer loads
+    #                    barrier                       (keeps the two groups of loads in this order)
+    #                    store codes i+1               s_waitcnt vmcnt(R): rest i+2 still in flight
+    #                    load codes i+2                C buffer loads
+    #
+    #   iteration              before | 0            | 1            | 2            | ...
+    #   shared memory (read)          | tile 0       | tile 1       | tile 2       |
+    #   registers (in flight)  tile 1 | tile 1 -> 2  | tile 2 -> 3  | tile 3 -> 4  |
+    gl.static_assert(STAGES == 2)
+    gl.static_assert(GROUPS == 4)
+    gl.static_assert(BLOCK_N == 32 * GROUPS)
+    SCORE: gl.constexpr = _gluon_mxfp4_score_layout(ARCH, GROUPS, BLOCK_N // GROUPS)
+    MMA: gl.constexpr = _gluon_mxfp4_value_layout(ARCH, GROUPS)
+    PLAIN: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, [1, 0])
+    q_steps, q_scales = _gluon_mxfp4_q_operands(q_ptr, q_row, stride_q_tok, stride_q_head, ARCH, GROUPS,
+                                                BLOCK_N // GROUPS)
+    NOPE: gl.constexpr = _gluon_mxfp4_stage_layout(ARCH, GROUPS, 256, 16)
+    ROPE: gl.constexpr = _gluon_mxfp4_stage_layout(ARCH, GROUPS, 32, 16)
+    KEYS: gl.constexpr = _gluon_mxfp4_keys_layout(ARCH, GROUPS, 16)
+    PE: gl.constexpr = _gluon_mxfp4_keys_layout(ARCH, GROUPS, 2)
+    nope_smem = gl.allocate_shared_memory(gl.uint8, [BLOCK_N, 256], PLAIN)
+    # The fifth K step's codes: the rope's, the validity byte, zeros (written once).
+    rope_smem = gl.allocate_shared_memory(gl.uint8, [BLOCK_N, 64], PLAIN,
+                                          gl.zeros([BLOCK_N, 64], gl.uint8,
+                                                   _gluon_mxfp4_stage_layout(ARCH, GROUPS, 64, 16)))
+    values_smem = gl.allocate_shared_memory(gl.uint32, [16, BLOCK_N], PLAIN)
+    key_smem = gl.allocate_shared_memory(gl.uint8, [16, BLOCK_N // 2, 2], gl.SwizzledSharedLayout(1, 1, 1, [2, 1, 0]))
+    # The fifth step's block scales: the rope's two, the validity feature's 2^127, 1.
+    PE_INIT: gl.constexpr = _gluon_mxfp4_pair_keys_layout(ARCH, GROUPS)
+    pe_smem = gl.allocate_shared_memory(gl.uint8, [4, BLOCK_N // 2, 2], gl.SwizzledSharedLayout(1, 1, 1, [2, 1, 0]),
+                                        gl.where(_gluon_axis(4, 0, PE_INIT) == 2, 254, 127).to(gl.uint8)
+                                        + gl.zeros([4, BLOCK_N // 2, 2], gl.uint8, PE_INIT))
+    # P, heads x rows, its 16-byte units swizzled by head (the 16 heads' reads at one row
+    # offset fall in different banks).
+    p_smem = gl.allocate_shared_memory(gl.bfloat16, [16, BLOCK_N], gl.SwizzledSharedLayout(8, 1, 16, [1, 0]))
+    max_smem = gl.allocate_shared_memory(gl.float32, [GROUPS, 16], PLAIN)  # the groups' row maxima
+    nope_offsets = _gluon_mxfp4_offsets(BLOCK_N, 256, stride_kv, 1, NOPE)
+    rope_offsets = _gluon_mxfp4_offsets(BLOCK_N, 32, stride_kv, 1, ROPE) + 256
+    key_offsets = _gluon_mxfp4_offsets(-BLOCK_N, 16, stride_sr, stride_sc, KEYS)
+    pe_offsets = _gluon_mxfp4_offsets(-BLOCK_N, 2, stride_sr, stride_sc, PE) + 16 * stride_sc
+    nope = _gluon_mxfp4_load_codes(kv_ptr, lo, hi, stride_kv, nope_offsets, ARCH)
+    rope, keys, pe = _gluon_mxfp4_load_rest(kv_ptr, sc_ptr, lo, hi, stride_kv, stride_sr, rope_offsets,
+                                            key_offsets, pe_offsets, ARCH)
+    _gluon_mxfp4_store_codes(nope, nope_smem)
+    _gluon_mxfp4_store_rest(lo, hi, rope, keys, pe, rope_smem, values_smem, key_smem, pe_smem, ARCH, GROUPS)
+    rope, keys, pe = _gluon_mxfp4_load_rest(kv_ptr, sc_ptr, lo + BLOCK_N, hi, stride_kv, stride_sr, rope_offsets,
+                                            key_offsets, pe_offsets, ARCH)
+    _gluon_barrier()  # the loop's order of the loads (its waits count on it)
+    nope = _gluon_mxfp4_load_codes(kv_ptr, lo + BLOCK_N, hi, stride_kv, nope_offsets, ARCH)
+    m_i = gl.full([16], float("-inf"), gl.float32, gl.SliceLayout(0, SCORE))
+    l_i = gl.zeros([BLOCK_N, 16], gl.float32, SCORE)
+    acc0 = gl.zeros([32 * GROUPS, 16], gl.float32, MMA)
+    acc1 = gl.zeros([32 * GROUPS, 16], gl.float32, MMA)
+    acc2 = gl.zeros([32 * GROUPS, 16], gl.float32, MMA)
+    acc3 = gl.zeros([32 * GROUPS, 16], gl.float32, MMA)
+    for start in range(lo, hi, BLOCK_N):
+        acc0, acc1, acc2, acc3, m_i, l_i = _gluon_mxfp4_tile(
+            acc0, acc1, acc2, acc3, m_i, l_i, qk_scale, q_steps, q_scales, nope_smem, rope_smem, values_smem,
+            key_smem, pe_smem, p_smem, max_smem, ARCH, GROUPS)
+        _gluon_mxfp4_store_rest(start + BLOCK_N, hi, rope, keys, pe, rope_smem, values_smem, key_smem, pe_smem,
+                                ARCH, GROUPS)
+        rope, keys, pe = _gluon_mxfp4_load_rest(kv_ptr, sc_ptr, start + 2 * BLOCK_N, hi, stride_kv, stride_sr,
+                                                rope_offsets, key_offsets, pe_offsets, ARCH)
+        _gluon_barrier()  # keeps these loads before the codes' (the waits count on that order)
+        _gluon_mxfp4_store_codes(nope, nope_smem)
+        nope = _gluon_mxfp4_load_codes(kv_ptr, start + 2 * BLOCK_N, hi, stride_kv, nope_offsets, ARCH)
+    return acc0, acc1, acc2, acc3, m_i, l_i
+
+
+@gluon_jit
+def _gluon_mxfp4_output(acc0, acc1, acc2, acc3, m_i, l_i, GROUPS_ROWS: gl.constexpr):
+    # The state -> (acc [16, 512] in column order, m, l), laid out as _gluon_merge_waves
+    # leaves them. Chunk j's row m = 32g + 16n + 4a + b is value n of byte j of shared-
+    # memory word 16g + 4a + b of a row: word b of the 16-byte unit 4g + a, which holds
+    # (_gluon_mxfp4_step_order) block 4a + g's words: V's column 32(4a + g) + 8b + 2j + n.
+    GROUPS: gl.constexpr = acc0.shape[0] // 32
+    o = gl.join(gl.join(acc0, acc1), gl.join(acc2, acc3))  # [m, h, j0, j1]
+    o = o.reshape([GROUPS, 2, 4, 4, 16, 2, 2])  # [g, n, a, b, h, j0, j1]
+    o = o.permute((4, 2, 0, 3, 6, 5, 1)).reshape([16, 512])  # [h, a, g, b, j1, j0, n]
+    heads: gl.constexpr = gl.SliceLayout(1, gl.SliceLayout(0, GROUPS_ROWS))
+    return (gl.convert_layout(o, gl.SliceLayout(0, GROUPS_ROWS)), gl.convert_layout(m_i, heads),
+            gl.convert_layout(gl.sum(l_i, 0), heads))
+
+
+@gluon_jit(do_not_specialize=["total_q", "kv_rows", "num_splits"])
+def _mla_decode_gluon_kernel(
+    q_ptr, kv_ptr, kv_scale_ptr, qo_indptr_ptr, kv_indptr_ptr, out_ptr,
+    part_o_ptr, part_lse_ptr, counters_ptr,
+    qk_scale, total_q, kv_rows, num_splits,
+    stride_q_tok, stride_q_head, stride_kv, stride_sr, stride_sc, stride_o_tok, stride_o_head,
+    KV_FORMAT: gl.constexpr, FORM: gl.constexpr, SPLIT: gl.constexpr, COMBINE_IN_KERNEL: gl.constexpr,
+    ARRIVALS: gl.constexpr, BLOCK_N: gl.constexpr, WAVE_GROUPS: gl.constexpr, STAGES: gl.constexpr,
+    ARCH: gl.constexpr,
+):
+    # The Gluon twin of _mla_decode_kernel: the same runtime arguments, grid, bounds and
+    # scratch layout; KV_FORMAT picks the fp8 or the MXFP4 form (each format has one Gluon
+    # form), ARCH the GPU.
+    gl.static_assert(FORM == "gluon")
+    split = gl.program_id(0)
+    b = gl.program_id(1)
+    lo, hi = _gluon_split_bounds(kv_indptr_ptr, b, split, kv_rows, num_splits, BLOCK_N)
+    q_row = _gluon_query_row(qo_indptr_ptr, b, total_q)
+    ROWS: gl.constexpr = _gluon_rows_layout(ARCH, WAVE_GROUPS)
+    GROUPS_ROWS: gl.constexpr = _gluon_groups_rows_layout(ARCH, WAVE_GROUPS)
+    if KV_FORMAT == "fp8":
+        acc, m_i, l_i = _gluon_attend_fp8(q_ptr, q_row, stride_q_tok, stride_q_head, kv_ptr, kv_scale_ptr, lo, hi,
+                                          qk_scale, stride_kv, BLOCK_N, WAVE_GROUPS, STAGES, ARCH)
+        acc, m, l = _gluon_merge_waves(acc, m_i, l_i, GROUPS_ROWS)
+    else:
+        gl.static_assert(KV_FORMAT == "mxfp4")
+        acc0, acc1, acc2, acc3, m_i, l_i = _gluon_attend_mxfp4(
+            q_ptr, q_row, stride_q_tok, stride_q_head, kv_ptr, kv_scale_ptr, lo, hi, qk_scale, stride_kv,
+            stride_sr, stride_sc, BLOCK_N, WAVE_GROUPS, STAGES, ARCH)
+        acc, m, l = _gluon_mxfp4_output(acc0, acc1, acc2, acc3, m_i, l_i, GROUPS_ROWS)
+    _gluon_finish(acc, m, l, b, split, q_row, out_ptr, part_o_ptr, part_lse_ptr, counters_ptr, num_splits,
+                  stride_o_tok, stride_o_head, SPLIT, COMBINE_IN_KERNEL, ARRIVALS, ROWS, ARCH)
+
+
+# -------------------------------------------------------------------------------------
+# 2.4 The a8w8 Q quantizer: bf16 -> fp8 per tensor in two launches, no host sync. Its bytes
+# and scale equal reference.quantize_fp8's, which computes in bfloat16: amax = max|q|
+# (exact), clamped to >= 1e-12; scale = amax / fp8_max rounded to bf16; q / scale as an
+# fp32 division rounded to fp32, then to bf16; clamped to +-fp8_max; cast to fp8 (nearest,
+# ties to even). The kernels repeat every rounding with integer ops where they can, so the
+# bytes are the same on every backend and in the interpreter (whose own bf16 and fp8 casts
+# truncate or round ties away): bf16 in and out through its bits, the division by div_rn
+# (IEEE rounding; Triton's `/` may be approximate), the fp8 byte assembled from the bits.
+#   Launch 1: each program writes the largest |q| of its blocks (as fp32 bits: for
+#             non-negative floats the integer order is the float order, and NaN's bits are
+#             above inf's, so an integer max propagates NaN) to a partials buffer.
+#   Launch 2: each program reduces all partials, computes the scale (program 0 stores it)
+#             and quantizes its blocks.
+# -------------------------------------------------------------------------------------
+@triton.jit
+def _bf16_bits_to_f32(bits16):
+    # Exact, subnormals included (the interpreter's bf16 -> fp32 cast flushes them).
+    return (bits16.to(tl.int32) << 16).to(tl.float32, bitcast=True)
+
+
+@triton.jit
+def _q_abs_bits(q_ptr, offs, n):
+    # |q| as fp32 bits; 0 past the end.
+    bits16 = tl.load(q_ptr + offs, mask=offs < n, other=0.0).to(tl.int16, bitcast=True)
+    return (bits16 & 0x7FFF).to(tl.int32) << 16
+
+
+@triton.jit
+def _round_to_bf16(x):
+    """x >= 0 (or NaN) rounded to the nearest bf16, ties to even; kept in fp32."""
+    bits = x.to(tl.int32, bitcast=True)
+    rounded = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16) << 16
+    return tl.where(x != x, x, rounded.to(tl.float32, bitcast=True))
+
+
+@triton.jit
+def _e4m3_magnitude_code(y, BIAS: tl.constexpr, NAN_CODE: tl.constexpr):
+    """The low 7 bits (exponent, mantissa) of the e4m3 byte nearest to y, ties to even;
+    y in [0, fp8 max] and a bf16 value held in fp32, or NaN (-> NAN_CODE)."""
+    bits = y.to(tl.int32, bitcast=True)
+    exponent = bits >> 23
+    # Normal results: rebias the exponent, drop 20 of the 23 mantissa bits (a carry
+    # into the exponent is the right result).
+    rebased = bits - ((127 - BIAS) << 23)
+    normal = (rebased + 0x7FFFF + ((rebased >> 20) & 1)) >> 20
+    # Subnormal results: the 24-bit significand in units of 2^(-BIAS-2), the fp8 step;
+    # rounding up to 8 gives the smallest normal code, as it should.
+    significand = (bits & 0x7FFFFF) | tl.where(exponent > 0, 0x800000, 0)
+    shift = tl.minimum(148 - BIAS - tl.maximum(exponent, 1), 31)
+    shift = tl.maximum(shift, 21)
+    half_minus_one = (tl.full(shift.shape, 1, tl.int32) << (shift - 1)) - 1
+    subnormal = (significand + half_minus_one + ((significand >> shift) & 1)) >> shift
+    code = tl.where(exponent >= 128 - BIAS, normal, subnormal)
+    return tl.where(y != y, NAN_CODE, code)
+
+
+@triton.jit
+def _q_abs_max_partial(q_ptr, n, blocks_per_program, BLOCK: tl.constexpr):
+    """This program's largest |q|, as fp32 bits."""
+    first = tl.program_id(0).to(tl.int64) * blocks_per_program * BLOCK
+    largest = tl.zeros([BLOCK], dtype=tl.int32)
+    for block in range(blocks_per_program):
+        offs = first + block * BLOCK + tl.arange(0, BLOCK)
+        largest = tl.maximum(largest, _q_abs_bits(q_ptr, offs, n))
+    return tl.max(largest, axis=0)
+
+
+@triton.jit
+def _q_abs_max_partials_kernel(q_ptr, partials_ptr, n, blocks_per_program, BLOCK: tl.constexpr):
+    tl.store(partials_ptr + tl.program_id(0), _q_abs_max_partial(q_ptr, n, blocks_per_program, BLOCK))
+
+
+@triton.jit
+def _q_fp8_quantize_kernel(q_ptr, partials_ptr, out_ptr, scale_ptr, n, num_partials, blocks_per_program,
+                           AMAX_FLOOR_BITS: tl.constexpr, FP8_MAX: tl.constexpr, BIAS: tl.constexpr,
+                           NAN_CODE: tl.constexpr, NEGATIVE_ZERO: tl.constexpr, BLOCK: tl.constexpr,
+                           MAX_PARTIALS: tl.constexpr):
+    slots = tl.arange(0, MAX_PARTIALS)
+    amax_bits = tl.max(tl.load(partials_ptr + slots, mask=slots < num_partials, other=0), axis=0)
+    amax = tl.maximum(amax_bits, AMAX_FLOOR_BITS).to(tl.float32, bitcast=True)
+    scale = _round_to_bf16(tl.math.div_rn(amax, tl.full([], FP8_MAX, tl.float32)))
+    if tl.program_id(0) == 0:
+        tl.store(scale_ptr, scale)
+    first = tl.program_id(0).to(tl.int64) * blocks_per_program * BLOCK
+    for block in range(blocks_per_program):
+        offs = first + block * BLOCK + tl.arange(0, BLOCK)
+        bits16 = tl.load(q_ptr + offs, mask=offs < n, other=0.0).to(tl.int16, bitcast=True)
+        magnitude = _bf16_bits_to_f32(bits16 & 0x7FFF)
+        y = _round_to_bf16(tl.math.div_rn(magnitude, scale))
+        # The reference's clamp: bf16 inputs never pass fp8_max by more than the scale's
+        # rounding (2^-8), which rounds back to fp8_max anyway.
+        code = _e4m3_magnitude_code(tl.where(y > FP8_MAX, FP8_MAX, y), BIAS, NAN_CODE)
+        signed = (bits16 < 0) & (code != NAN_CODE)
+        if not NEGATIVE_ZERO:
+            signed = signed & (code != 0)
+        byte = code | tl.where(signed, 0x80, 0)
+        tl.store(out_ptr + offs, byte.to(tl.uint8), mask=offs < n)
+
+
+# -------------------------------------------------------------------------------------
+# 2.5 The aiter route's guards on kv_indptr (section 3.3 says what each variant checks):
+# a call they refuse makes what aiter reads NaN, so its whole output is NaN.
+# -------------------------------------------------------------------------------------
+@triton.jit
+def _check_kv_lengths(kv_indptr_ptr, kv_indptr_stride, fallback_kv_indptr_ptr, checked_kv_indptr_ptr,
+                      last_page_lens_ptr, batch, total_kv, MIN_KV_LEN: tl.constexpr, BLOCK: tl.constexpr):
+    """Whether the call's kv_indptr is refused: a sequence of fewer than MIN_KV_LEN tokens,
+    or a range outside [0, total_kv]. Writes the kv_indptr aiter reads (the call's; when
+    refused, the plan's valid one instead) and its lengths, aiter's last-page lengths."""
+    first_token = tl.load(kv_indptr_ptr).to(tl.int64)
+    last_token = tl.load(kv_indptr_ptr + batch * kv_indptr_stride).to(tl.int64)
+    refused = (first_token < 0) | (last_token > total_kv)
+    for first in range(0, batch, BLOCK):
+        seq = first + tl.arange(0, BLOCK)
+        inside = seq < batch
+        starts = tl.load(kv_indptr_ptr + seq * kv_indptr_stride, mask=inside, other=0).to(tl.int64)
+        ends = tl.load(kv_indptr_ptr + (seq + 1) * kv_indptr_stride, mask=inside, other=0).to(tl.int64)
+        short = inside & (ends - starts < MIN_KV_LEN)
+        refused = refused | (tl.max(short.to(tl.int32), axis=0) > 0)
+    for first in range(0, batch, BLOCK):
+        seq = first + tl.arange(0, BLOCK)
+        inside = seq < batch
+        starts = tl.where(refused, tl.load(fallback_kv_indptr_ptr + seq, mask=inside, other=0),
+                          tl.load(kv_indptr_ptr + seq * kv_indptr_stride, mask=inside, other=0))
+        ends = tl.where(refused, tl.load(fallback_kv_indptr_ptr + seq + 1, mask=inside, other=0),
+                        tl.load(kv_indptr_ptr + (seq + 1) * kv_indptr_stride, mask=inside, other=0))
+        tl.store(checked_kv_indptr_ptr + seq, starts, mask=inside)
+        tl.store(last_page_lens_ptr + seq, ends - starts, mask=inside)
+    tl.store(checked_kv_indptr_ptr + batch,
+             tl.where(refused, tl.load(fallback_kv_indptr_ptr + batch), last_token.to(tl.int32)))
+    return refused
+
+
+@triton.jit
+def _kv_indptr_differs(kv_indptr_ptr, kv_indptr_stride, plan_kv_indptr_ptr, entries, BLOCK: tl.constexpr):
+    """Whether any of the call's `entries` kv_indptr values differs from the plan's."""
+    differs = tl.zeros([], dtype=tl.int32)
+    for first in range(0, entries, BLOCK):
+        index = first + tl.arange(0, BLOCK)
+        inside = index < entries
+        call_values = tl.load(kv_indptr_ptr + index * kv_indptr_stride, mask=inside, other=0)
+        plan_values = tl.load(plan_kv_indptr_ptr + index, mask=inside, other=0)
+        differs = differs | tl.max((call_values != plan_values).to(tl.int32), axis=0)
+    return differs != 0
+
+
+@triton.jit
+def _q_abs_max_partials_checked_kernel(q_ptr, partials_ptr, n, blocks_per_program, kv_indptr_ptr,
+                                       kv_indptr_stride, fallback_kv_indptr_ptr, checked_kv_indptr_ptr,
+                                       last_page_lens_ptr, batch, total_kv, BLOCK: tl.constexpr,
+                                       MIN_KV_LEN: tl.constexpr, CHECK_BLOCK: tl.constexpr,
+                                       NAN_BITS: tl.constexpr):
+    """The quantizer's first launch with the length check in program 0: a refused call's
+    partial is NaN, so its scale and every Q byte are NaN, and so is aiter's output."""
+    largest = _q_abs_max_partial(q_ptr, n, blocks_per_program, BLOCK)
+    if tl.program_id(0) == 0:
+        refused = _check_kv_lengths(kv_indptr_ptr, kv_indptr_stride, fallback_kv_indptr_ptr,
+                                    checked_kv_indptr_ptr, last_page_lens_ptr, batch, total_kv,
+                                    MIN_KV_LEN, CHECK_BLOCK)
+        largest = tl.where(refused, NAN_BITS, largest)
+    tl.store(partials_ptr + tl.program_id(0), largest)
+
+
+@triton.jit
+def _q_abs_max_partials_compared_kernel(q_ptr, partials_ptr, n, blocks_per_program, kv_indptr_ptr,
+                                        kv_indptr_stride, plan_kv_indptr_ptr, entries, BLOCK: tl.constexpr,
+                                        CHECK_BLOCK: tl.constexpr, NAN_BITS: tl.constexpr):
+    """The quantizer's first launch with the kv_indptr comparison in program 0: a call whose
+    kv_indptr differs from the plan's gets a NaN partial, so its scale and every Q byte
+    are NaN, and so is aiter's output."""
+    largest = _q_abs_max_partial(q_ptr, n, blocks_per_program, BLOCK)
+    if tl.program_id(0) == 0:
+        differs = _kv_indptr_differs(kv_indptr_ptr, kv_indptr_stride, plan_kv_indptr_ptr, entries, CHECK_BLOCK)
+        largest = tl.where(differs, NAN_BITS, largest)
+    tl.store(partials_ptr + tl.program_id(0), largest)
+
+
+@triton.jit
+def _kv_lengths_check_kernel(kv_scale_ptr, checked_kv_scale_ptr, kv_indptr_ptr, kv_indptr_stride,
+                             fallback_kv_indptr_ptr, checked_kv_indptr_ptr, last_page_lens_ptr, batch,
+                             total_kv, MIN_KV_LEN: tl.constexpr, CHECK_BLOCK: tl.constexpr,
+                             NAN_BITS: tl.constexpr):
+    """a16w8's length check: one program; a refused call's KV scale is NaN, and so is
+    aiter's output."""
+    refused = _check_kv_lengths(kv_indptr_ptr, kv_indptr_stride, fallback_kv_indptr_ptr,
+                                checked_kv_indptr_ptr, last_page_lens_ptr, batch, total_kv,
+                                MIN_KV_LEN, CHECK_BLOCK)
+    nan = tl.full([], NAN_BITS, tl.int32).to(tl.float32, bitcast=True)
+    tl.store(checked_kv_scale_ptr, tl.where(refused, nan, tl.load(kv_scale_ptr)))
+
+
+@triton.jit
+def _kv_indptr_compare_kernel(kv_scale_ptr, checked_kv_scale_ptr, kv_indptr_ptr, kv_indptr_stride,
+                              plan_kv_indptr_ptr, entries, CHECK_BLOCK: tl.constexpr, NAN_BITS: tl.constexpr):
+    """a16w8's kv_indptr comparison: one program; a call whose kv_indptr differs from the
+    plan's gets a NaN KV scale, and so does aiter's output."""
+    differs = _kv_indptr_differs(kv_indptr_ptr, kv_indptr_stride, plan_kv_indptr_ptr, entries, CHECK_BLOCK)
+    nan = tl.full([], NAN_BITS, tl.int32).to(tl.float32, bitcast=True)
+    tl.store(checked_kv_scale_ptr, tl.where(differs, nan, tl.load(kv_scale_ptr)))
+
+
+# =====================================================================================
+# 3. Host
+# =====================================================================================
+# -------------------------------------------------------------------------------------
+# 3.1 Kernel forms: the records, the autopick's Triton candidates, the launches
+# -------------------------------------------------------------------------------------
+GLUON_ARCHS = {"gfx950": "cdna4"}  # device architecture -> the Gluon kernel's ARCH; NVIDIA sm_80+ -> "ampere"
 
 
 def gluon_arch(arch: str) -> str:
@@ -1241,1029 +2271,482 @@ def gluon_problem(kernel_arch: str) -> str:
     return _GLUON_PROBLEMS.get(kernel_arch, f"no Gluon kernel for ARCH {kernel_arch!r}")
 
 
-if GLUON_AVAILABLE:
-    # The spellings this Triton has of the names it renamed (_GLUON_API).
-    _gluon_barrier = _first_spelling("gl.barrier|gl.thread_barrier")
-    _gluon_async_load = _first_spelling(
-        "gl_ampere.async_copy.async_load|gl_ampere.async_copy.async_copy_global_to_shared")
-    # The scaled dot's formats: constexprs through Triton 3.7, str from 3.8 (tl.dot_scaled
-    # unwraps them before the semantic layer that _gluon_mfma_k128 calls).
-    _DOT_SCALED_E4M3 = "e4m3" if _TRITON_VERSION >= (3, 8) else gl.constexpr("e4m3")
-
-    @gluon_builtin
-    def _gluon_reinterpret(smem, dtype, shape, layout, _semantic=None):
-        # The shared-memory view as another dtype / shape (reinterpret from Triton 3.9).
-        method = getattr(smem, "reinterpret", None) or smem._reinterpret
-        return method(dtype, shape, layout, _semantic=_semantic)
-
-    # The layouts, by ARCH. A "group" is 64 threads: one wave64 on gfx950, two warps on
-    # NVIDIA (so the same tile takes 4 warps there and 8 here). The group axis goes to the
-    # warps; a copy moves 16 bytes a thread (what both copy engines move best).
-    @gluon.constexpr_function
-    def _gluon_mma_layout(ARCH, GROUPS, INSTR_K=32):
-        # INSTR_K: the MFMA's K on gfx950, fp8 16x16x32 or 16x16x128 (twice the rate, for
-        # K a multiple of 128); the result's 16x16 layout is the same for both.
-        if ARCH == "cdna4":
-            return gl_cdna4.AMDMFMALayout(version=4, instr_shape=[16, 16, INSTR_K], transposed=True,
-                                          warps_per_cta=[GROUPS, 1, 1])
-        # A group's two warps split its tokens (scores) and V's columns (output).
-        return gl.NVMMADistributedLayout(version=[2, 0], warps_per_cta=[GROUPS, 1, 2], instr_shape=[1, 16, 8])
-
-    @gluon.constexpr_function
-    def _gluon_copy_layout(ARCH, GROUPS, COLUMNS):
-        # [G, rows, COLUMNS] e4m3, 16 bytes a thread along a row.
-        lanes = COLUMNS // 16
-        if ARCH == "cdna4":
-            return gl.BlockedLayout([1, 1, 16], [1, 64 // lanes, lanes], [GROUPS, 1, 1], [2, 1, 0])
-        return gl.BlockedLayout([1, 1, 16], [1, 32 // lanes, lanes], [GROUPS, 2, 1], [2, 1, 0])
-
-    @gluon.constexpr_function
-    def _gluon_k_width(ARCH):
-        # Operand elements a thread holds together along K for Q.K^T: e4m3 for the MFMA,
-        # fp16 for mma_v2.
-        return 16 if ARCH == "cdna4" else 2
-
-    @gluon.constexpr_function
-    def _gluon_p_k_width(ARCH):
-        # The same for P.V. On gfx950, 4: a lane of the scores' (transposed) MFMA layout
-        # holds 4 consecutive tokens of each 16-token block, exactly what a P operand of
-        # k_width 4 holds, so P goes from scores to operand without passing through LDS.
-        return 4 if ARCH == "cdna4" else 2
-
-    @gluon.constexpr_function
-    def _gluon_rows_layout(ARCH, GROUPS):
-        # [16, 512] over all the program's threads, 4 columns a thread (the in-kernel combine).
-        if ARCH == "cdna4":
-            return gl.BlockedLayout([1, 4], [1, 64], [GROUPS, 1], [1, 0])
-        return gl.BlockedLayout([1, 4], [1, 32], [2 * GROUPS, 1], [1, 0])
-
-    @gluon.constexpr_function
-    def _gluon_threads_layout(ARCH, WARPS):
-        # A 1-D tensor over all the program's threads in order, one element a thread for as
-        # many elements as threads (the in-kernel combine's arrivals).
-        return gl.BlockedLayout([1], [64 if ARCH == "cdna4" else 32], [WARPS], [0])
-
-    @gluon.constexpr_function
-    def _gluon_groups_rows_layout(ARCH, GROUPS):
-        # [G, 16, 512] with a thread's G values of one element together: the wave merge's
-        # sum over the groups within a thread; its slice along G is _gluon_rows_layout.
-        if ARCH == "cdna4":
-            return gl.BlockedLayout([GROUPS, 1, 4], [1, 1, 64], [1, GROUPS, 1], [2, 1, 0])
-        return gl.BlockedLayout([GROUPS, 1, 4], [1, 1, 32], [1, 2 * GROUPS, 1], [2, 1, 0])
-
-    @gluon.constexpr_function
-    def _gluon_ring_layout():
-        return gl.SwizzledSharedLayout(1, 1, 1, [2, 1, 0])
-
-    @gluon.jit
-    def _gluon_axis(N: gl.constexpr, AXIS: gl.constexpr, layout: gl.constexpr):
-        # arange(N) along AXIS of a rank-3 `layout`, shaped to broadcast ([N,1,1], [1,N,1], [1,1,N]).
-        if AXIS == 0:
-            x = gl.arange(0, N, layout=gl.SliceLayout(1, gl.SliceLayout(2, layout)))
-            return gl.expand_dims(gl.expand_dims(x, 1), 2)
-        elif AXIS == 1:
-            x = gl.arange(0, N, layout=gl.SliceLayout(0, gl.SliceLayout(2, layout)))
-            return gl.expand_dims(gl.expand_dims(x, 0), 2)
-        else:
-            x = gl.arange(0, N, layout=gl.SliceLayout(0, gl.SliceLayout(1, layout)))
-            return gl.expand_dims(gl.expand_dims(x, 0), 1)
-
-    @gluon.jit
-    def _gluon_split_bounds(kv_indptr_ptr, b, split, kv_rows, num_splits, BLOCK_N: gl.constexpr):
-        # This program's token range [lo, hi), clamped to the buffer whatever kv_indptr
-        # says (as _mla_decode_kernel).
-        seq_end = gl.minimum(gl.maximum(gl.load(kv_indptr_ptr + b + 1), 0), kv_rows)
-        seq_start = gl.minimum(gl.maximum(gl.load(kv_indptr_ptr + b), 0), seq_end)
-        chunk = gl.cdiv(gl.cdiv(seq_end - seq_start, num_splits), BLOCK_N) * BLOCK_N
-        lo = gl.minimum(seq_start + split * chunk, seq_end)
-        return lo, gl.minimum(lo + chunk, seq_end)
-
-    @gluon.jit
-    def _gluon_row_offsets(stride_kv, GROUPS: gl.constexpr, TOKENS: gl.constexpr, layout: gl.constexpr):
-        # [G, T, 1]: each row's offset (int32 elements) from a tile's first row, group g
-        # owning rows g*T .. g*T+T-1. The same for every tile: computed once, before the loop.
-        return (_gluon_axis(GROUPS, 0, layout) * TOKENS + _gluon_axis(TOKENS, 1, layout)) * stride_kv
-
-    @gluon.jit
-    def _gluon_copy_tile(nope_dst, rope_dst, kv_ptr, start, hi, stride_kv, nope_rows, rope_rows,
-                         ARCH: gl.constexpr):
-        # Issue the asynchronous copy of the tile at `start` (each row's nope then rope
-        # bytes, as many as the stages hold: 512 + 64 for fp8, 256 + 32 for MXFP4; row
-        # offsets from _gluon_row_offsets) into one ring stage, and commit it as one group.
-        # Rows at or past hi repeat row hi - 1 (their scores become -inf), so no copy
-        # leaves the rows [start, hi). A tile wholly past hi (the ring's prefetch beyond
-        # the split) reads row hi - 1 (row 0 for an empty split at the buffer's start; the
-        # host refuses an empty KV buffer). Offsets stay under BLOCK_N x stride, which the
-        # host checks fits 32 bits.
-        NOPE_COPY: gl.constexpr = nope_rows.type.layout
-        ROPE_COPY: gl.constexpr = rope_rows.type.layout
-        NOPE_BYTES: gl.constexpr = nope_dst.shape[2]
-        ROPE_BYTES: gl.constexpr = rope_dst.shape[2]
-        first = gl.maximum(gl.minimum(start, hi - 1), 0)
-        base = kv_ptr + first.to(gl.int64) * stride_kv
-        last_row = gl.maximum(hi - 1 - first, 0) * stride_kv
-        nope = gl.minimum(nope_rows, last_row) + _gluon_axis(NOPE_BYTES, 2, NOPE_COPY)
-        rope = gl.minimum(rope_rows, last_row) + NOPE_BYTES + _gluon_axis(ROPE_BYTES, 2, ROPE_COPY)
-        if ARCH == "cdna4":
-            # Buffer loads: 32-bit offsets from a scalar base, straight into LDS. The
-            # descriptor's num_records is Triton's 0x7ffffffe, so the hardware's range check
-            # bounds nothing but offsets of 2 GiB and more: the clamps above keep every row
-            # inside the buffer (the gfx950 emulator checks each address against the tensor).
-            gl_cdna4.async_copy.buffer_load_to_shared(nope_dst, base, nope)
-            gl_cdna4.async_copy.buffer_load_to_shared(rope_dst, base, rope)
-            gl_cdna4.async_copy.commit_group()
-        else:
-            _gluon_async_load(nope_dst, base + nope)
-            _gluon_async_load(rope_dst, base + rope)
-            gl_ampere.async_copy.commit_group()
-
-    @gluon.jit
-    def _gluon_wait(PENDING: gl.constexpr, ARCH: gl.constexpr):
-        # Wait until at most PENDING committed copy groups are still in flight.
-        if ARCH == "cdna4":
-            gl_cdna4.async_copy.wait_group(PENDING)
-        else:
-            gl_ampere.async_copy.wait_group(PENDING)
-
-    @gluon.jit
-    def _gluon_read_stage(stage, layout: gl.constexpr, ARCH: gl.constexpr):
-        # A ring stage (or a view of one) into registers. On gfx950 the read is marked as
-        # ordered by the wait_group before it, so the compiler does not also wait for the
-        # copies still in flight into the other stages (s_waitcnt vmcnt(0)).
-        if ARCH == "cdna4":
-            return gl_cdna4.async_copy.load_shared_relaxed(stage, layout)
-        else:
-            return stage.load(layout)
-
-    @gluon_builtin
-    def _gluon_mfma_k128(a, b, acc, _semantic=None):
-        # acc + a @ b over e4m3 by gfx950's 16x16x128 MFMA, batched: gl_cdna4.mfma takes
-        # only 16x16x32 for fp8, and mfma_scaled builds default scales for rank 2 only, so
-        # the unscaled scaled-dot that Triton's own tl.dot emits here is built directly.
-        out = _semantic.dot_scaled(a, None, _DOT_SCALED_E4M3, b, None, _DOT_SCALED_E4M3, acc, False, True, True,
-                                   gl.float32)
-        return gl.tensor(out.handle, acc.type)
-
-    @gluon.jit
-    def _gluon_mma_k128(a, b, acc, ARCH: gl.constexpr):
-        # _gluon_mma for K a multiple of 128 (on gfx950 the 16x16x128 MFMA).
-        if ARCH == "cdna4":
-            return _gluon_mfma_k128(a, b, acc)
-        else:
-            return gl_ampere.mma_v2(a.to(gl.float16), b.to(gl.float16), acc)
-
-    @gluon.jit
-    def _gluon_mma(a, b, acc, ARCH: gl.constexpr):
-        # acc + a @ b over e4m3 or bf16 operands; mma_v2 has no fp8, so e4m3 is widened to
-        # fp16 there (exact).
-        if ARCH == "cdna4":
-            return gl_cdna4.mfma(a, b, acc)
-        elif a.dtype.is_fp8():
-            return gl_ampere.mma_v2(a.to(gl.float16), b.to(gl.float16), acc)
-        else:
-            return gl_ampere.mma_v2(a, b, acc)
-
-    @gluon.jit
-    def _gluon_to_e4m3(x):
-        # fp32 (|x| < 448) to e4m3fn, rounding to nearest even (compiled: no emulation).
-        return x.to(gl.float8e4nv)
-
-    @gluon.jit
-    def _gluon_q_operands(q_ptr, q_row, stride_q_tok, stride_q_head, GROUPS: gl.constexpr, NOPE_COPY: gl.constexpr,
-                          ROPE_COPY: gl.constexpr, NOPE_OPERAND: gl.constexpr, ROPE_OPERAND: gl.constexpr,
-                          HEADS: gl.constexpr):
-        # Q in e4m3 with a power-of-two scale per head (as _attend_fp8_e4m3_waves), as the
-        # scores' left operand for every group ([G, 16, 512] and [G, 16, 64]; each wave
-        # loads its own copy), and the inverse scale per head [G, 16] (MMA's row slice).
-        heads = _gluon_axis(16, 1, NOPE_COPY)
-        zero_groups = _gluon_axis(GROUPS, 0, NOPE_COPY) * 0
-        q_base = q_ptr + q_row.to(gl.int64) * stride_q_tok
-        qn = gl.load(q_base + zero_groups + heads * stride_q_head + _gluon_axis(512, 2, NOPE_COPY)).to(gl.float32)
-        rope_heads = _gluon_axis(16, 1, ROPE_COPY) * stride_q_head + _gluon_axis(GROUPS, 0, ROPE_COPY) * 0
-        qp = gl.load(q_base + rope_heads + 512 + _gluon_axis(64, 2, ROPE_COPY)).to(gl.float32)
-        amax = gl.maximum(gl.max(gl.abs(qn), 2), gl.convert_layout(gl.max(gl.abs(qp), 2),
-                                                                    gl.SliceLayout(2, NOPE_COPY)))
-        amax_exponent = (amax.to(gl.int32, bitcast=True) >> 23) & 0xFF
-        scale_bits = gl.minimum(gl.maximum(261 - amax_exponent, 1), 253)
-        q_scale = gl.expand_dims((scale_bits << 23).to(gl.float32, bitcast=True), 2)
-        # A head with an inf or NaN gets NaN scores, as exact attention does (its e4m3
-        # conversion would saturate an inf to a finite value).
-        q_inverse = ((254 - scale_bits) << 23).to(gl.float32, bitcast=True)
-        q_inverse = gl.where(amax_exponent == 255, float("nan"), q_inverse)
-        q_nope = gl.convert_layout(_gluon_to_e4m3(qn * q_scale), NOPE_OPERAND)
-        q_rope = gl.convert_layout(_gluon_to_e4m3(qp * gl.convert_layout(q_scale, ROPE_COPY)), ROPE_OPERAND)
-        return q_nope, q_rope, gl.convert_layout(q_inverse, HEADS)
-
-    @gluon.jit
-    def _gluon_scores(q_nope, q_rope, k_nope, k_rope, ARCH: gl.constexpr, NOPE_MMA: gl.constexpr,
-                      MMA: gl.constexpr, K_WIDTH: gl.constexpr):
-        # [G, 16, T] = Q . K^T for each group (MMA's layout), K's two parts read transposed
-        # from one ring stage ([G, T, 512] and [G, T, 64] in shared memory); the 512 nope
-        # columns in NOPE_MMA (K 128 on gfx950), whose result layout is MMA's.
-        GROUPS: gl.constexpr = k_nope.shape[0]
-        TOKENS: gl.constexpr = k_nope.shape[1]
-        k_nope = _gluon_read_stage(k_nope.permute((0, 2, 1)), gl.DotOperandLayout(1, NOPE_MMA, K_WIDTH), ARCH)
-        s = _gluon_mma_k128(q_nope, k_nope, gl.zeros([GROUPS, 16, TOKENS], gl.float32, NOPE_MMA), ARCH)
-        k_rope = _gluon_read_stage(k_rope.permute((0, 2, 1)), gl.DotOperandLayout(1, MMA, K_WIDTH), ARCH)
-        return _gluon_mma(q_rope, k_rope, gl.convert_layout(s, MMA), ARCH)
-
-    @gluon.jit
-    def _gluon_row_ok(start, hi, GROUPS: gl.constexpr, TOKENS: gl.constexpr, MMA: gl.constexpr):
-        # [G, 1, T]: whether each row of the tile at `start` is before hi.
-        rows = _gluon_axis(GROUPS, 0, MMA) * TOKENS + _gluon_axis(TOKENS, 2, MMA)
-        return rows < hi - start
-
-    @gluon.jit
-    def _gluon_softmax_step(s, m_i, l_i):
-        # The online softmax per (group, head): s [G, 16, T] (log2 domain, -inf where
-        # masked). A group with no valid row yet keeps max -inf, subtracted as 0, so its
-        # probabilities and factor are 0 (as _group_softmax_step).
-        m_new = gl.maximum(m_i, gl.max(s, 2))
-        m_safe = gl.where(m_new == float("-inf"), 0.0, m_new)
-        alpha = gl.exp2(m_i - m_safe)
-        p = gl.exp2(s - gl.expand_dims(m_safe, 2))
-        return p, alpha, m_new, l_i * alpha + gl.sum(p, 2)
-
-    @gluon.jit
-    def _gluon_merge_waves(acc, m_i, l_i, GROUPS_ROWS: gl.constexpr):
-        # The groups' states (acc [G, 16, C], m_i, l_i [G, 16]) -> one unnormalized
-        # (acc [16, C], m [16], l [16]) by log-sum-exp, once after the loop, laid out as
-        # GROUPS_ROWS's slice along G (acc) and its row slice (m, l). Each group's weighted
-        # accumulator goes through shared memory (reusing the ring's bytes), so that every
-        # thread sums the G values of its own elements (a reduction across the waves
-        # compiles element by element, about 1,700 instructions on gfx950).
-        m = gl.max(m_i, 0)
-        w = gl.exp2(m_i - gl.expand_dims(gl.where(m == float("-inf"), 0.0, m), 0))
-        groups = gl.allocate_shared_memory(gl.float32, acc.shape, gl.SwizzledSharedLayout(1, 1, 1, [2, 1, 0]))
-        groups.store(acc * gl.expand_dims(w, 2))
-        acc = gl.sum(groups.load(GROUPS_ROWS), 0)
-        heads: gl.constexpr = gl.SliceLayout(1, gl.SliceLayout(0, GROUPS_ROWS))
-        return acc, gl.convert_layout(m, heads), gl.convert_layout(gl.sum(l_i * w, 0), heads)
-
-    @gluon.jit
-    def _gluon_store_rows(ptr, row, stride_tok, stride_head, o):
-        # o [16, 512] to ptr[row, head, col], in o's own layout.
-        heads = gl.arange(0, 16, layout=gl.SliceLayout(1, o.type.layout))
-        cols = gl.arange(0, 512, layout=gl.SliceLayout(0, o.type.layout))
-        offsets = gl.expand_dims(heads, 1) * stride_head + gl.expand_dims(cols, 0)
-        gl.store(ptr + row.to(gl.int64) * stride_tok + offsets, o.to(ptr.dtype.element_ty))
-
-    @gluon.jit
-    def _gluon_combine_splits_in_program(part_o_ptr, part_lse_ptr, b, num_splits, layout: gl.constexpr):
-        # The merge of _combine_splits_in_program: one program, all heads and columns, a
-        # split at a time; .cg loads bypass L1 (other CUs wrote the partials).
-        heads = gl.arange(0, 16, layout=gl.SliceLayout(1, layout))
-        cols = gl.arange(0, 512, layout=gl.SliceLayout(0, layout))
-        lse_base = part_lse_ptr + b.to(gl.int64) * num_splits * 16 + heads
-        o_base = (part_o_ptr + b.to(gl.int64) * num_splits * 16 * 512 + gl.expand_dims(heads, 1) * 512
-                  + gl.expand_dims(cols, 0))
-        lse_max = gl.full([16], float("-inf"), gl.float32, gl.SliceLayout(1, layout))
-        for s in range(num_splits):
-            lse_max = gl.maximum(lse_max, gl.load(lse_base + s * 16, cache_modifier=".cg"))
-        lse_max = gl.where(lse_max == float("-inf"), 0.0, lse_max)
-        acc = gl.zeros([16, 512], gl.float32, layout)
-        w_sum = gl.zeros([16], gl.float32, gl.SliceLayout(1, layout))
-        for s in range(num_splits):
-            w = gl.exp2(gl.load(lse_base + s * 16, cache_modifier=".cg") - lse_max)
-            acc += gl.expand_dims(w, 1) * gl.load(o_base + s * 16 * 512, cache_modifier=".cg")
-            w_sum += w
-        return acc / gl.expand_dims(gl.where(w_sum > 0, w_sum, 1.0), 1)
-
-    @gluon.jit
-    def _gluon_finish(acc, m_i, l_i, b, split, q_row, out_ptr, part_o_ptr, part_lse_ptr, counters_ptr,
-                      num_splits, stride_o_tok, stride_o_head, SPLIT: gl.constexpr,
-                      COMBINE_IN_KERNEL: gl.constexpr, ARRIVALS: gl.constexpr, COMBINE_LAYOUT: gl.constexpr,
-                      ARCH: gl.constexpr):
-        # The merged state -> the output row (one split), or the split's normalized
-        # partial and log2-sum-exp in the scratch layout _combine_splits_kernel reads, and
-        # with COMBINE_IN_KERNEL the merge by the last split to finish (as _mla_decode_kernel).
-        o = acc * gl.expand_dims(1.0 / gl.where(l_i > 0, l_i, 1.0), 1)
-        if SPLIT:
-            part = b.to(gl.int64) * num_splits + split
-            lse = gl.where(l_i > 0, m_i + gl.log2(l_i), float("-inf"))
-            gl.store(part_lse_ptr + part * 16 + gl.arange(0, 16, layout=l_i.type.layout), lse)
-            _gluon_store_rows(part_o_ptr, part, 16 * 512, 512, o)
-            if COMBINE_IN_KERNEL:
-                # As _mla_decode_kernel's arrivals (its comment says why), one a thread in
-                # order over the waves; the exact release / acquire: Gluon's stay global atomics.
-                if ARRIVALS == 1:
-                    _gluon_barrier()
-                arrival = gl.full([ARRIVALS], 1, gl.int32, _gluon_threads_layout(ARCH, gl.num_warps()))
-                counter = counters_ptr + b + 0 * arrival
-                arrived = gl.atomic_add(counter, arrival, sem="release", scope="gpu")
-                if gl.max(arrived, 0) == num_splits * ARRIVALS - 1:
-                    recorded = gl.atomic_add(counter, -num_splits * arrival, sem="acquire", scope="gpu")
-                    merged = _gluon_combine_splits_in_program(part_o_ptr, part_lse_ptr, b,
-                                                              gl.max(recorded, 0) // ARRIVALS, COMBINE_LAYOUT)
-                    _gluon_store_rows(out_ptr, q_row, stride_o_tok, stride_o_head, merged)
-        else:
-            _gluon_store_rows(out_ptr, q_row, stride_o_tok, stride_o_head, o)
-
-    @gluon.jit
-    def _gluon_attend_fp8(q_ptr, q_row, stride_q_tok, stride_q_head, kv_ptr, kv_scale_ptr, lo, hi, qk_scale,
-                          stride_kv, BLOCK_N: gl.constexpr, GROUPS: gl.constexpr, STAGES: gl.constexpr,
-                          ARCH: gl.constexpr):
-        # fp8 x fp8 attention of the 16 heads over rows lo..hi-1, each group of waves over
-        # its own TOKENS rows of every tile (the numerics of _attend_fp8_e4m3_waves):
-        # returns the groups' unnormalized (acc [G, 16, 512], m, l [G, 16]) scaled back.
-        # The ring: tile i lives in stage i % STAGES; the copies of tile i + STAGES - 1 are
-        # issued before tile i is multiplied, so STAGES - 1 tiles are in flight during
-        # every product. As offered (STAGES = 2, 128 rows, 4 waves), a tile's copies are
-        # C = 18 buffer loads into LDS a wave (128 x 576 bytes / 256 lanes / 16 bytes), and
-        # on gfx950 iteration i compiles to this order (tests/test_gfx950_report.py checks it):
-        #
-        #   before the loop  copy tile 0 -> stage 0          C x buffer_load_dwordx4 ... lds
-        #   iteration i      barrier                         all waves done reading stage (i+1)%2
-        #                    copy tile i+1 -> stage (i+1)%2  C x buffer_load_dwordx4 ... lds
-        #                    wait_group(STAGES - 1)          s_waitcnt vmcnt(C): tile i in, i+1 in flight
-        #                    barrier                         every wave's copies of tile i in
-        #                    read K of stage i%2, S = Q.K^T  ds_read; MFMA 16x16x128 (nope), 16x16x32 (rope)
-        #                    softmax step, P x 2^8 in e4m3
-        #                    read V of stage i%2, O += P.V   ds_read; MFMA 16x16x32
-        #   after the loop   wait_group(0)
-        #
-        #   iteration   before | 0               | 1               | 2               | ...
-        #   stage 0     copy 0 | read 0, MFMA 0  | copy 2          | read 2, MFMA 2  |
-        #   stage 1            | copy 1          | read 1, MFMA 1  | copy 3          |
-        TOKENS: gl.constexpr = BLOCK_N // GROUPS
-        MMA: gl.constexpr = _gluon_mma_layout(ARCH, GROUPS)
-        NOPE_MMA: gl.constexpr = _gluon_mma_layout(ARCH, GROUPS, 128)
-        NOPE_COPY: gl.constexpr = _gluon_copy_layout(ARCH, GROUPS, 512)
-        ROPE_COPY: gl.constexpr = _gluon_copy_layout(ARCH, GROUPS, 64)
-        K_WIDTH: gl.constexpr = _gluon_k_width(ARCH)
-        P_K_WIDTH: gl.constexpr = _gluon_p_k_width(ARCH)
-        RING: gl.constexpr = _gluon_ring_layout()
-        # Q first: its layout conversion's shared scratch is then free before the ring's.
-        q_nope, q_rope, q_inverse = _gluon_q_operands(q_ptr, q_row, stride_q_tok, stride_q_head, GROUPS, NOPE_COPY,
-                                                      ROPE_COPY, gl.DotOperandLayout(0, NOPE_MMA, K_WIDTH),
-                                                      gl.DotOperandLayout(0, MMA, K_WIDTH), gl.SliceLayout(2, MMA))
-        nope_ring = gl.allocate_shared_memory(kv_ptr.dtype.element_ty, [STAGES, GROUPS, TOKENS, 512], RING)
-        rope_ring = gl.allocate_shared_memory(kv_ptr.dtype.element_ty, [STAGES, GROUPS, TOKENS, 64], RING)
-        nope_rows = _gluon_row_offsets(stride_kv, GROUPS, TOKENS, NOPE_COPY)
-        rope_rows = _gluon_row_offsets(stride_kv, GROUPS, TOKENS, ROPE_COPY)
-        for stage in gl.static_range(STAGES - 1):
-            _gluon_copy_tile(nope_ring.index(stage), rope_ring.index(stage), kv_ptr, lo + stage * BLOCK_N, hi,
-                             stride_kv, nope_rows, rope_rows, ARCH)
-        kv_scale = gl.load(kv_scale_ptr)
-        score_scale = gl.expand_dims(q_inverse * (qk_scale * kv_scale), 2)
-        m_i = gl.full([GROUPS, 16], float("-inf"), gl.float32, gl.SliceLayout(2, MMA))
-        l_i = gl.zeros([GROUPS, 16], gl.float32, gl.SliceLayout(2, MMA))
-        acc = gl.zeros([GROUPS, 16, 512], gl.float32, MMA)
-        tile = 0
-        for start in range(lo, hi, BLOCK_N):
-            ahead = (tile + STAGES - 1) % STAGES
-            _gluon_copy_tile(nope_ring.index(ahead), rope_ring.index(ahead), kv_ptr, start + (STAGES - 1) * BLOCK_N,
-                             hi, stride_kv, nope_rows, rope_rows, ARCH)
-            _gluon_wait(STAGES - 1, ARCH)
-            k_nope = nope_ring.index(tile % STAGES)
-            s = _gluon_scores(q_nope, q_rope, k_nope, rope_ring.index(tile % STAGES), ARCH, NOPE_MMA, MMA, K_WIDTH)
-            s = gl.where(_gluon_row_ok(start, hi, GROUPS, TOKENS, MMA), s * score_scale, float("-inf"))
-            p, alpha, m_i, l_i = _gluon_softmax_step(s, m_i, l_i)
-            # P * 2^8 in e4m3 (P <= 1: keeps small probabilities out of the subnormals);
-            # the factor comes off the output at the end. V is the tile's first 512 columns.
-            p = gl.convert_layout(_gluon_to_e4m3(p * 256.0), gl.DotOperandLayout(0, MMA, P_K_WIDTH))
-            v = _gluon_read_stage(k_nope, gl.DotOperandLayout(1, MMA, P_K_WIDTH), ARCH)
-            acc = _gluon_mma(p, v, acc * gl.expand_dims(alpha, 2), ARCH)
-            tile += 1
-        _gluon_wait(0, ARCH)  # no copy outlives the program
-        return acc * (kv_scale * 0.00390625), m_i, l_i
-
-    # ---- MXFP4 ----
-    # The MXFP4 decode on the same split bounds and output path as fp8. A tile is BLOCK_N = 128
-    # rows, and the 4 groups (64 threads each: a wave on gfx950) split the two products
-    # differently:
-    #   Q.K^T: group g scores its own 32 rows (the rows as M: [128, 16], group g's on its waves).
-    #   P.V:   group g owns 128 of V's 512 columns for all 128 rows (O^T = V^T . P^T, the
-    #          columns as M), so its accumulator is 16 x 128 fp32 (32 registers a lane on
-    #          gfx950) and no group repeats another's decode. The softmax is shared: the tile's
-    #          row maxima (a reduction across the groups) and P (through shared memory) pass
-    #          between the groups; each lane keeps partial row sums of its own scores, reduced
-    #          once after the loop.
-    # The tile's bytes go global -> registers -> shared memory: loaded into registers one tile
-    # ahead (in flight through the whole of this tile's products), written to shared memory
-    # after this tile's last read. (gfx950's copy to LDS would make every access to shared
-    # memory that LLVM cannot prove apart from the copies', the exchanges above included,
-    # wait for all of them: s_waitcnt vmcnt(0).) A tile's rows are [base, base + 128) with
-    # base = max(min(start, hi - 128), 0), inside the buffer (the host refuses one of fewer
-    # than 128 rows): no row is clamped; the rows outside [start, hi) are invalid, their
-    # scale bytes stored as 0 (nothing non-finite of another sequence enters) and their
-    # scores -inf by an extra K feature: the rope's K step of 128 has 64 padding features,
-    # and feature 576 is -6 (e2m1 0xF, its block scale 2^127) for an invalid row, 0 for a
-    # valid one, against 1 in every head of Q, so an invalid row scores -6 x 2^127 (past
-    # float32's range: -inf, or -FLT_MAX where the MMA saturates; either weighs 0).
-    # Shared memory (one tile, 55 KiB): the codes (nope [128, 256], its 32-column blocks in
-    # the scores' K order (_gluon_mxfp4_step_order); rope [128, 64]: 32 bytes of codes, the
-    # validity byte, zeros); the scale bytes twice: for V as the fp32 bits s << 23 its convert
-    # takes, blocks x rows [16, 128] uint32, and for the scores as bytes, blocks x row pairs
-    # (_gluon_mxfp4_row_pairs) [16, 64, 2], with the fifth step's [4, 64, 2] (the rope's 2
-    # blocks, the validity feature's 2^127, a padding 1); P [16, 128] bf16; the groups'
-    # row maxima [4, 16].
-    #   cdna4: Q.K^T by mfma_scaled on the e2m1 codes against Q in e4m3 (each head's power-of-
-    #          two scale, its inverse the e8m0 scale of Q's blocks), five K steps of 128 (the
-    #          rope and the validity feature the fifth); V decoded by gfx950's convert
-    #          (v_cvt_scalef32_pk_bf16_fp4, one instruction a byte: two columns of one row) and
-    #          rows paired by v_perm_b32 for the MFMA's K; every operand in its MFMA's own
-    #          layout (assert_trivial).
-    #   ampere: K (the fifth step included) and V decoded to bf16 by bit operations, both
-    #          products by mma_v2 (Q in bf16).
-    # V's columns go to P.V's M out of order: chunk j is byte j of V's 4-byte words; its row
-    # m = 32g + 16n + r is value n of byte j of shared-memory word 16g + r of each row
-    # (_gluon_mxfp4_output puts the columns back after the loop).
-    @gluon.constexpr_function
-    def _gluon_mxfp4_score_layout(ARCH, GROUPS, TOKENS):
-        # Q.K^T as [G*T rows, 16 heads]: group g's T rows on its own waves (two warps on NVIDIA).
-        if ARCH == "cdna4":
-            return gl_cdna4.AMDMFMALayout(version=4, instr_shape=[16, 16, 128], transposed=False,
-                                          warps_per_cta=[GROUPS, 1], tiles_per_warp=[TOKENS // 16, 1])
-        return gl.NVMMADistributedLayout(version=[2, 0], warps_per_cta=[2 * GROUPS, 1], instr_shape=[16, 8])
-
-    @gluon.constexpr_function
-    def _gluon_mxfp4_value_layout(ARCH, GROUPS):
-        # One chunk of O^T = V^T . P^T, [32 G columns, 16 heads]: group g's 32 rows of it on its waves.
-        if ARCH == "cdna4":
-            return gl_cdna4.AMDMFMALayout(version=4, instr_shape=[16, 16, 32], transposed=False,
-                                          warps_per_cta=[GROUPS, 1], tiles_per_warp=[2, 1])
-        return gl.NVMMADistributedLayout(version=[2, 0], warps_per_cta=[2 * GROUPS, 1], instr_shape=[16, 8])
-
-    @gluon.constexpr_function
-    def _gluon_mxfp4_k_width(ARCH):
-        # Operand elements a thread holds together along K for P.V (bf16 on both GPUs).
-        return 8 if ARCH == "cdna4" else 2
-
-    @gluon.constexpr_function
-    def _gluon_group_bases(GROUPS, STRIDE, RANK, AXIS):
-        # Linear-layout bases putting the group index, times STRIDE, on the warps.
-        bases = []
-        for bit in range(GROUPS.bit_length() - 1):
-            basis = [0] * RANK
-            basis[AXIS] = STRIDE << bit
-            bases.append(basis)
-        return bases
-
-    @gluon.constexpr_function
-    def _gluon_mxfp4_value_words_layout(ARCH, GROUPS):
-        # V's code words of one K step of P.V [32 rows, 16 G words]. cdna4: lane 16q + r of
-        # group g holds word 16g + r of rows 8q .. 8q + 7: after the convert and the pairing
-        # of rows, exactly the registers of P.V's V^T operand (K 8 rows a lane).
-        if ARCH == "cdna4":
-            return gl.DistributedLinearLayout(
-                reg_bases=[[1, 0], [2, 0], [4, 0]], lane_bases=[[0, 1], [0, 2], [0, 4], [0, 8], [8, 0], [16, 0]],
-                warp_bases=_gluon_group_bases(GROUPS, 16, 2, 1), block_bases=[], shape=[32, 16 * GROUPS])
-        return gl.BlockedLayout([8, 1], [4, 8], [1, 2 * GROUPS], [0, 1])
-
-    @gluon.constexpr_function
-    def _gluon_mxfp4_stage_layout(ARCH, GROUPS, COLUMNS, PER_THREAD):
-        # A tile's [BLOCK_N, COLUMNS] bytes in registers, PER_THREAD consecutive bytes of a row
-        # a thread (a 16-byte load where PER_THREAD is 16).
-        lanes = COLUMNS // PER_THREAD
-        if ARCH == "cdna4":
-            return gl.BlockedLayout([1, PER_THREAD], [64 // lanes, lanes], [GROUPS, 1], [1, 0])
-        return gl.BlockedLayout([1, PER_THREAD], [32 // lanes, lanes], [2 * GROUPS, 1], [1, 0])
-
-    @gluon.constexpr_function
-    def _gluon_mxfp4_keys_layout(ARCH, GROUPS, BLOCKS):
-        # A tile's scale bytes as loaded, [BLOCKS blocks, BLOCK_N rows], 8 blocks of one row a
-        # thread (BLOCKS 16), or one (BLOCKS 2): byte loads, any strides.
-        if ARCH == "cdna4":
-            return gl.BlockedLayout([BLOCKS // 2, 1], [2, 32], [1, GROUPS], [0, 1])
-        return gl.BlockedLayout([BLOCKS // 2, 1], [2, 16], [1, 2 * GROUPS], [0, 1])
-
-    @gluon.jit
-    def _gluon_axis2(N: gl.constexpr, AXIS: gl.constexpr, layout: gl.constexpr):
-        # arange(N) along AXIS of a rank-2 `layout`, shaped to broadcast ([N, 1] or [1, N]).
-        if AXIS == 0:
-            return gl.expand_dims(gl.arange(0, N, layout=gl.SliceLayout(1, layout)), 1)
-        else:
-            return gl.expand_dims(gl.arange(0, N, layout=gl.SliceLayout(0, layout)), 0)
-
-    @gluon.jit
-    def _gluon_e2m1_pairs(words, scales, ARCH: gl.constexpr):
-        # words uint32, four code bytes each; scales their blocks' e8m0 bytes (same shape)
-        # -> four uint32, byte j's two values in pairs_j as two bf16 (low half: the low
-        # nibble, the even column) times 2^(s-127), as _e2m1_words_to_pairs.
-        return _gluon_e2m1_scaled_pairs(words, scales.to(gl.uint32) << 23, ARCH)
-
-    @gluon.jit
-    def _gluon_e2m1_scaled_pairs(words, scale_bits, ARCH: gl.constexpr):
-        # _gluon_e2m1_pairs with each scale byte s given as the fp32 bits s << 23 (2^(s-127);
-        # 0 for s = 0), as gfx950's convert takes it.
-        if ARCH == "cdna4":
-            # gfx950's convert, op_sel picking the byte (s = 0 gives 0, not 2^-127: a block of
-            # scale byte 0, values below 2^-124, decodes to zeros).
-            pairs = gl.inline_asm_elementwise(
-                "v_cvt_scalef32_pk_bf16_fp4 $0, $4, $5\n"
-                "v_cvt_scalef32_pk_bf16_fp4 $1, $4, $5 op_sel:[1,0,0]\n"
-                "v_cvt_scalef32_pk_bf16_fp4 $2, $4, $5 op_sel:[0,1,0]\n"
-                "v_cvt_scalef32_pk_bf16_fp4 $3, $4, $5 op_sel:[1,1,0]",
-                "=&v,=&v,=&v,=&v,v,v", [words, scale_bits],
-                dtype=(gl.uint32, gl.uint32, gl.uint32, gl.uint32), is_pure=True, pack=1)
-            return pairs[0], pairs[1], pairs[2], pairs[3]
-        else:
-            scale = gl.where(scale_bits == 0, 0x00400000, scale_bits).to(gl.float32, bitcast=True)
-            return (_gluon_e2m1_byte_pair(words, scale, 0), _gluon_e2m1_byte_pair(words, scale, 8),
-                    _gluon_e2m1_byte_pair(words, scale, 16), _gluon_e2m1_byte_pair(words, scale, 24))
-
-    @gluon.jit
-    def _gluon_e2m1_byte_pair(words, scale, SHIFT: gl.constexpr):
-        # The byte at SHIFT -> its two values as bf16 bits in a uint32, by the bit placement
-        # of _e2m1_pair_to_f32 (exact: e2m1 times 2^k is exact in bf16; past bf16's range,
-        # the validity feature's -6 x 2^127, it is -inf).
-        x = (words >> SHIFT) & 0xFF
-        even = (((x & 0x8) << 28) | ((x & 0x7) << 22)).to(gl.float32, bitcast=True) * 8.507059173023462e37 * scale
-        odd = (((x & 0x80) << 24) | ((x & 0x70) << 18)).to(gl.float32, bitcast=True) * 8.507059173023462e37 * scale
-        return (even.to(gl.uint32, bitcast=True) >> 16) | (odd.to(gl.uint32, bitcast=True) & 0xFFFF0000)
-
-    @gluon.jit
-    def _gluon_bf16_halves(pair):
-        return ((pair & 0xFFFF).to(gl.uint16).to(gl.bfloat16, bitcast=True),
-                (pair >> 16).to(gl.uint16).to(gl.bfloat16, bitcast=True))
-
-    @gluon.jit
-    def _gluon_join_bytes(b0, b1, b2, b3):
-        # Four tensors, one per byte j of a word -> [..., 2, 2] with j = 2 j1 + j0 last
-        # (each join appends the least significant index).
-        return gl.join(gl.join(b0, b2), gl.join(b1, b3))
-
-    @gluon.jit
-    def _gluon_e2m1_decode(words, scales, ARCH: gl.constexpr):
-        # words uint32 and their blocks' scale bytes (same shape) -> bf16 [..., 2, 2, 2]:
-        # byte j, nibble n of a word is its value 2j + n.
-        p0, p1, p2, p3 = _gluon_e2m1_pairs(words, scales, ARCH)
-        lo0, hi0 = _gluon_bf16_halves(p0)
-        lo1, hi1 = _gluon_bf16_halves(p1)
-        lo2, hi2 = _gluon_bf16_halves(p2)
-        lo3, hi3 = _gluon_bf16_halves(p3)
-        return gl.join(_gluon_join_bytes(lo0, lo1, lo2, lo3), _gluon_join_bytes(hi0, hi1, hi2, hi3))
-
-    @gluon.jit
-    def _gluon_word_blocks(words):
-        # words [R, W] uint32 -> [R, W // 4, 4]: by 32-value block (4 words).
-        return words.reshape([words.shape[0], words.shape[1] // 4, 4])
-
-    @gluon.jit
-    def _gluon_word_scales(words, scales):
-        # words [R, B, 4] uint32 (_gluon_word_blocks) and their blocks' scale bytes [R, B] ->
-        # each word's scale byte [R, B, 4], in the words' layout.
-        scales = gl.convert_layout(scales, gl.SliceLayout(2, words.type.layout))
-        return gl.expand_dims(scales, 2) + gl.zeros_like(words)
-
-    @gluon.jit
-    def _gluon_pair_rows(pairs):
-        # pairs [T, W] uint32 (two bf16 of one row, columns 2j and 2j + 1) -> the same values
-        # paired by rows (2i, 2i + 1) [T / 2, W]: column 2j's, column 2j + 1's (one v_perm_b32
-        # each).
-        TOKENS: gl.constexpr = pairs.shape[0]
-        WORDS: gl.constexpr = pairs.shape[1]
-        even, odd = gl.split(pairs.reshape([TOKENS // 2, 2, WORDS]).permute((0, 2, 1)))
-        return (even & 0xFFFF) | (odd << 16), (even >> 16) | (odd & 0xFFFF0000)
-
-    @gluon.jit
-    def _gluon_unpair_rows(pairs):
-        # [T / 2, W] uint32 of two rows' bf16 -> [T, W] bf16.
-        HALF: gl.constexpr = pairs.shape[0]
-        WORDS: gl.constexpr = pairs.shape[1]
-        even, odd = _gluon_bf16_halves(pairs)
-        return gl.join(even, odd).permute((0, 2, 1)).reshape([2 * HALF, WORDS])
-
-    @gluon.jit
-    def _gluon_load_bytes(base, offsets, ARCH: gl.constexpr):
-        # Bytes at base + offsets (32-bit offsets, in bounds): a buffer load on gfx950.
-        if ARCH == "cdna4":
-            return gl_cdna4.buffer_load(base, offsets)
-        else:
-            return gl.load(base + offsets)
-
-    @gluon.jit
-    def _gluon_mxfp4_offsets(ROWS: gl.constexpr, COLUMNS: gl.constexpr, row_stride, column_stride,
-                             layout: gl.constexpr):
-        # [ROWS, COLUMNS] offsets from a tile's first row, in `layout` (dim 0 the rows, or, for
-        # a layout of [blocks, rows], dim 1: ROWS < 0 means the rows are dim 1); the same for
-        # every tile: computed once, before the loop.
-        if ROWS > 0:
-            return _gluon_axis2(ROWS, 0, layout) * row_stride + _gluon_axis2(COLUMNS, 1, layout) * column_stride
-        else:
-            return _gluon_axis2(-ROWS, 1, layout) * row_stride + _gluon_axis2(COLUMNS, 0, layout) * column_stride
-
-    @gluon.jit
-    def _gluon_mxfp4_tile_base(start, hi, BLOCK_N: gl.constexpr):
-        # The first row of the tile at `start`: [base, base + BLOCK_N) covers the tile's rows
-        # in the split, [start, min(start + BLOCK_N, hi)), and lies inside the buffer (at
-        # least BLOCK_N rows, hi at most its rows). A tile past hi (the loads of the tile
-        # ahead, beyond the split) reads the split's last BLOCK_N rows, all invalid to it.
-        return gl.maximum(gl.minimum(start, hi - BLOCK_N), 0)
-
-    @gluon.jit
-    def _gluon_mxfp4_load_codes(kv_ptr, start, hi, stride_kv, nope_offsets, ARCH: gl.constexpr):
-        # The nope codes [BLOCK_N, 256] of the tile at `start` into registers (16 bytes a load).
-        BLOCK_N: gl.constexpr = nope_offsets.shape[0]
-        base = _gluon_mxfp4_tile_base(start, hi, BLOCK_N)
-        return _gluon_load_bytes(kv_ptr + base.to(gl.int64) * stride_kv, nope_offsets, ARCH)
-
-    @gluon.jit
-    def _gluon_mxfp4_load_rest(kv_ptr, sc_ptr, start, hi, stride_kv, stride_sr, rope_offsets, key_offsets,
-                               pe_offsets, ARCH: gl.constexpr):
-        # The rest of the tile at `start` into registers: rope codes [BLOCK_N, 32], the nope
-        # blocks' scale bytes [16, BLOCK_N] and the rope's [2, BLOCK_N] (byte loads through the
-        # scale tensor's strides: trimmed or padded rows alike).
-        BLOCK_N: gl.constexpr = rope_offsets.shape[0]
-        base = _gluon_mxfp4_tile_base(start, hi, BLOCK_N)
-        rope = _gluon_load_bytes(kv_ptr + base.to(gl.int64) * stride_kv, rope_offsets, ARCH)
-        scales = sc_ptr + base.to(gl.int64) * stride_sr
-        keys = _gluon_load_bytes(scales, key_offsets, ARCH)
-        pe = _gluon_load_bytes(scales, pe_offsets, ARCH)
-        return rope, keys, pe
-
-    @gluon.jit
-    def _gluon_mxfp4_valid_rows(start, hi, rows, BLOCK_N: gl.constexpr):
-        # Whether the rows `rows` (from the first of the tile at `start`) are in [start, hi).
-        row = _gluon_mxfp4_tile_base(start, hi, BLOCK_N) + rows
-        return (row >= start) & (row < hi)
-
-    @gluon.jit
-    def _gluon_mxfp4_step_order(x):
-        # x [R, 16 C] (C columns a 32-column block of the nope dims) -> the same values in the
-        # scores' K order: K step k, lane group g (of 4) holds block 4g + k (so that a lane's
-        # K steps take consecutive blocks). A permutation of the columns, no data moves.
-        ROWS: gl.constexpr = x.shape[0]
-        UNIT: gl.constexpr = x.shape[1] // 16
-        return x.reshape([ROWS, 4, 4, UNIT]).permute((0, 2, 1, 3)).reshape([ROWS, 16 * UNIT])
-
-    @gluon.jit
-    def _gluon_mxfp4_store_codes(nope, nope_smem):
-        # A tile's nope codes from registers into shared memory (_gluon_mxfp4_step_order).
-        nope_smem.store(_gluon_mxfp4_step_order(nope))
-
-    @gluon.jit
-    def _gluon_mxfp4_row_pairs(x):
-        # x [B, BLOCK_N] (blocks x rows) -> [B, BLOCK_N / 2, 2]: row 32w + 16t + i at
-        # [:, 16w + i, t], so that a lane of the scores finds its two row tiles' bytes together.
-        BLOCKS: gl.constexpr = x.shape[0]
-        ROWS: gl.constexpr = x.shape[1]
-        return x.reshape([BLOCKS, ROWS // 32, 2, 16]).permute((0, 1, 3, 2)).reshape([BLOCKS, ROWS // 2, 2])
-
-    @gluon.jit
-    def _gluon_mxfp4_store_rest(start, hi, rope, keys, pe, rope_smem, values_smem, key_smem, pe_smem,
-                                ARCH: gl.constexpr, GROUPS: gl.constexpr):
-        # The rest of the tile at `start` from registers into shared memory: the rope codes,
-        # the validity byte of each row (0x0F invalid: feature 576 is -6; 0 valid), and the
-        # scale bytes, 0 for an invalid row: the nope blocks' (in the scores' K order) blocks x
-        # rows for V, as the fp32 bits s << 23 its convert takes, and as bytes, blocks x row
-        # pairs (_gluon_mxfp4_row_pairs) with the rope's, for the scores.
-        BLOCK_N: gl.constexpr = rope.shape[0]
-        KEYS: gl.constexpr = keys.type.layout
-        rope_smem.slice(0, 32, dim=1).store(rope)
-        # A row's validity, once a thread (the scale bytes' layouts hold a row a thread).
-        valid = _gluon_mxfp4_valid_rows(start, hi, _gluon_axis2(BLOCK_N, 1, KEYS), BLOCK_N)
-        rope_smem.slice(32, 1, dim=1).store(gl.where(valid, 0, 0x0F).to(gl.uint8).permute((1, 0)))
-        keys = _gluon_mxfp4_step_order(gl.where(valid, keys, 0).permute((1, 0))).permute((1, 0))
-        values_smem.store(keys.to(gl.uint32) << 23)
-        key_smem.store(_gluon_mxfp4_row_pairs(keys))
-        PE: gl.constexpr = pe.type.layout
-        pe_valid = gl.convert_layout(valid, PE, assert_trivial=True)
-        pe_smem.slice(0, 2, dim=0).store(_gluon_mxfp4_row_pairs(gl.where(pe_valid, pe, 0)))
-
-    @gluon.jit
-    def _gluon_mxfp4_q_step(q_base, step, STEP_LAYOUT: gl.constexpr):
-        # Q's nope dims of K step `step` [16, 128] (lane group g's 32 dims: the block 4g + step,
-        # _gluon_mxfp4_step_order) in float32.
-        cols = _gluon_axis2(128, 1, STEP_LAYOUT)
-        return gl.load(q_base + (cols // 32 * 4 + step) * 32 + cols % 32).to(gl.float32)
-
-    @gluon.jit
-    def _gluon_mxfp4_q_operands(q_ptr, q_row, stride_q_tok, stride_q_head, ARCH: gl.constexpr, GROUPS: gl.constexpr,
-                                TOKENS: gl.constexpr):
-        # Q as the scores' right operand: (its five K steps, their block scales), the nope dims
-        # in the scores' K order; the fifth step the rope's 64 dims, 1 at the validity feature
-        # (K 64), zeros. cdna4: Q^T in e4m3 with each head's power-of-two scale (the amax of
-        # its 576 dims in [128, 256)), the inverse as the e8m0 scale of the head's blocks (the
-        # validity feature's block: 1), so the scaled MFMA gives the scores unscaled: five
-        # [128, 16] steps and the scales [16, 4] of the nope steps and of the fifth. ampere:
-        # the nope part Q^T [512, 16] bf16 in shared memory and the fifth step [128, 16] bf16
-        # in registers (scales unused: 0).
-        LANES: gl.constexpr = 64 if ARCH == "cdna4" else 32
-        # [16, 128]: 8 consecutive dims a thread, each value loaded once.
-        STEP: gl.constexpr = gl.BlockedLayout([1, 8], [LANES // 16, 16], [64 // LANES * GROUPS, 1], [1, 0])
-        SCORE: gl.constexpr = _gluon_mxfp4_score_layout(ARCH, GROUPS, TOKENS)
-        q_base = q_ptr + q_row.to(gl.int64) * stride_q_tok + _gluon_axis2(16, 0, STEP) * stride_q_head
-        q0 = _gluon_mxfp4_q_step(q_base, 0, STEP)
-        q1 = _gluon_mxfp4_q_step(q_base, 1, STEP)
-        q2 = _gluon_mxfp4_q_step(q_base, 2, STEP)
-        q3 = _gluon_mxfp4_q_step(q_base, 3, STEP)
-        pe_cols = _gluon_axis2(128, 1, STEP) + _gluon_axis2(16, 0, STEP) * 0
-        q_pe = gl.load(q_base + 512 + pe_cols, mask=pe_cols < 64, other=0.0).to(gl.float32)
-        if ARCH == "cdna4":
-            Q_OPERAND: gl.constexpr = gl.DotOperandLayout(1, SCORE, 16)
-            amax = gl.maximum(gl.maximum(gl.max(gl.abs(q0), 1), gl.max(gl.abs(q1), 1)),
-                              gl.maximum(gl.max(gl.abs(q2), 1), gl.max(gl.abs(q3), 1)))
-            amax = gl.maximum(amax, gl.max(gl.abs(q_pe), 1))
-            amax_exponent = (amax.to(gl.int32, bitcast=True) >> 23) & 0xFF
-            scale_bits = gl.minimum(gl.maximum(261 - amax_exponent, 1), 253)
-            q_scale = gl.expand_dims((scale_bits << 23).to(gl.float32, bitcast=True), 1)
-            # A head with an inf or NaN gets the e8m0 NaN (0xFF, OCP MX) as its scale, for NaN
-            # scores as exact attention's (the e4m3 conversion would saturate an inf); the
-            # MFMA's treatment of 0xFF is the spec's, not seen run.
-            inverse = gl.expand_dims(gl.where(amax_exponent == 255, 255, 254 - scale_bits).to(gl.uint8), 1)
-            blocks = _gluon_axis2(4, 1, STEP)
-            SCALES: gl.constexpr = gl_cdna4.get_mfma_scale_layout(Q_OPERAND, [16, 4])
-            q_scales = gl.convert_layout(inverse + gl.zeros([16, 4], gl.uint8, STEP), SCALES)
-            pe_scales = gl.convert_layout(gl.where(blocks < 2, inverse, 127).to(gl.uint8), SCALES)
-            q_pe = _gluon_to_e4m3(q_pe * q_scale)
-            q_pe = gl.where(pe_cols == 64, 1.0, q_pe.to(gl.float32)).to(gl.float8e4nv)
-            steps = (gl.convert_layout(_gluon_to_e4m3(q0 * q_scale).permute((1, 0)), Q_OPERAND),
-                     gl.convert_layout(_gluon_to_e4m3(q1 * q_scale).permute((1, 0)), Q_OPERAND),
-                     gl.convert_layout(_gluon_to_e4m3(q2 * q_scale).permute((1, 0)), Q_OPERAND),
-                     gl.convert_layout(_gluon_to_e4m3(q3 * q_scale).permute((1, 0)), Q_OPERAND),
-                     gl.convert_layout(q_pe.permute((1, 0)), Q_OPERAND))
-            return steps, (q_scales, pe_scales)
-        else:
-            q_pe = gl.where(pe_cols == 64, 1.0, q_pe).to(gl.bfloat16)
-            q_pe_t = gl.convert_layout(q_pe.permute((1, 0)), gl.DotOperandLayout(1, SCORE, 2))
-            q_t = gl.allocate_shared_memory(gl.bfloat16, [512, 16], gl.SwizzledSharedLayout(1, 1, 1, [0, 1]))
-            q_t.slice(0, 128, dim=0).store(q0.to(gl.bfloat16).permute((1, 0)))
-            q_t.slice(128, 128, dim=0).store(q1.to(gl.bfloat16).permute((1, 0)))
-            q_t.slice(256, 128, dim=0).store(q2.to(gl.bfloat16).permute((1, 0)))
-            q_t.slice(384, 128, dim=0).store(q3.to(gl.bfloat16).permute((1, 0)))
-            return (q_t, q_pe_t), 0
-
-    @gluon.constexpr_function
-    def _gluon_mxfp4_pair_keys_layout(ARCH, GROUPS):
-        # The scale bytes of one K step [4 lane groups, 16 G row pairs, 2] as the scores read
-        # them. cdna4: lane 16g + i of group w holds pair 16w + i of lane group g, its two
-        # bytes (a 2-byte read): after _gluon_mxfp4_step_keys' permutation, mfma_scaled's
-        # scale layout.
-        if ARCH == "cdna4":
-            return gl.DistributedLinearLayout(
-                reg_bases=[[0, 0, 1]], lane_bases=[[0, 1, 0], [0, 2, 0], [0, 4, 0], [0, 8, 0], [1, 0, 0], [2, 0, 0]],
-                warp_bases=_gluon_group_bases(GROUPS, 16, 3, 1), block_bases=[], shape=[4, 16 * GROUPS, 2])
-        return gl.BlockedLayout([1, 1, 2], [4, 8, 1], [1, 2 * GROUPS, 1], [2, 1, 0])
-
-    @gluon.jit
-    def _gluon_mxfp4_step_keys(key_view, ARCH: gl.constexpr, GROUPS: gl.constexpr):
-        # One K step's scale bytes [4, BLOCK_N / 2, 2] (_gluon_mxfp4_row_pairs) -> [BLOCK_N, 4]
-        # (rows x lane groups).
-        PAIRS: gl.constexpr = key_view.shape[1]
-        keys = key_view.load(_gluon_mxfp4_pair_keys_layout(ARCH, GROUPS))
-        return keys.reshape([4, PAIRS // 16, 16, 2]).permute((1, 3, 2, 0)).reshape([2 * PAIRS, 4])
-
-    @gluon.jit
-    def _gluon_mxfp4_scores(q_steps, q_scales, nope_smem, rope_smem, key_smem, pe_smem, ARCH: gl.constexpr,
-                            GROUPS: gl.constexpr):
-        # The tile's scores [BLOCK_N, 16] (not yet scaled by qk_scale; invalid rows -inf) from
-        # shared memory, in five K steps of 128: the nope part's four (lane group g's 32 dims of
-        # step k: block 4g + k), then the fifth (the rope's 64 dims, the validity feature).
-        BLOCK_N: gl.constexpr = nope_smem.shape[0]
-        SCORE: gl.constexpr = _gluon_mxfp4_score_layout(ARCH, GROUPS, BLOCK_N // GROUPS)
-        s = gl.zeros([BLOCK_N, 16], gl.float32, SCORE)
-        if ARCH == "cdna4":
-            CODES: gl.constexpr = gl.DotOperandLayout(0, SCORE, 16)
-            KEYS: gl.constexpr = gl_cdna4.get_mfma_scale_layout(CODES, [BLOCK_N, 4])
-            nope_scales, pe_scales = q_scales
-            for step in gl.static_range(4):
-                codes = nope_smem.slice(64 * step, 64, dim=1).load(CODES)
-                keys = gl.convert_layout(_gluon_mxfp4_step_keys(key_smem.slice(4 * step, 4, dim=0), ARCH, GROUPS), KEYS,
-                                         assert_trivial=True)
-                s = gl_cdna4.mfma_scaled(codes, keys, "e2m1", q_steps[step], nope_scales, "e4m3", s)
-            keys = gl.convert_layout(_gluon_mxfp4_step_keys(pe_smem, ARCH, GROUPS), KEYS, assert_trivial=True)
-            return gl_cdna4.mfma_scaled(rope_smem.load(CODES), keys, "e2m1", q_steps[4], pe_scales, "e4m3", s)
-        else:
-            q_t, q_pe_t = q_steps
-            K_OPERAND: gl.constexpr = gl.DotOperandLayout(0, SCORE, 2)
-            WORDS: gl.constexpr = gl.BlockedLayout([1, 16], [32, 1], [2 * GROUPS, 1], [1, 0])
-            words = _gluon_reinterpret(nope_smem, gl.uint32, [BLOCK_N, 64], nope_smem.layout)
-            for step in gl.static_range(4):
-                step_words = _gluon_word_blocks(words.slice(16 * step, 16, dim=1).load(WORDS))
-                keys = _gluon_mxfp4_step_keys(key_smem.slice(4 * step, 4, dim=0), ARCH, GROUPS)
-                k = _gluon_e2m1_decode(step_words, _gluon_word_scales(step_words, keys), ARCH)
-                k = gl.convert_layout(k.reshape([BLOCK_N, 128]), K_OPERAND)
-                s = gl_ampere.mma_v2(k, q_t.slice(128 * step, 128, dim=0).load(gl.DotOperandLayout(1, SCORE, 2)), s)
-            pe_words = _gluon_word_blocks(_gluon_reinterpret(rope_smem, gl.uint32, [BLOCK_N, 16], rope_smem.layout).load(WORDS))
-            keys = _gluon_mxfp4_step_keys(pe_smem, ARCH, GROUPS)
-            k_pe = _gluon_e2m1_decode(pe_words, _gluon_word_scales(pe_words, keys), ARCH)
-            return gl_ampere.mma_v2(gl.convert_layout(k_pe.reshape([BLOCK_N, 128]), K_OPERAND), q_pe_t, s)
-
-    @gluon.constexpr_function
-    def _gluon_mxfp4_groups_max_layout(ARCH, GROUPS):
-        # [G, 16] maxima, a thread holding all G of its head (lane l: head l % 16).
-        if ARCH == "cdna4":
-            return gl.BlockedLayout([GROUPS, 1], [1, 64], [1, GROUPS], [1, 0])
-        return gl.BlockedLayout([GROUPS, 1], [1, 32], [1, 2 * GROUPS], [1, 0])
-
-    @gluon.jit
-    def _gluon_max_with_nan(a, b):
-        # max(a, b), NaN if either is (no quieting of the inputs first, as maxnum needs).
-        return gl.maximum(a, b, propagate_nan=tl.PropagateNan.ALL)
-
-    @gluon.jit
-    def _gluon_mxfp4_tile_max(s, max_smem, ARCH: gl.constexpr, GROUPS: gl.constexpr):
-        # The tile's per-head maximum [16] of the scores s [BLOCK_N, 16], in s's row slice (NaN
-        # where a score is: exact attention's output is NaN there too): each group's over its
-        # rows (within its waves), the groups' through shared memory (max_smem [G, 16]: one
-        # write a group, one read a lane of all G).
-        BLOCK_N: gl.constexpr = s.shape[0]
-        max_smem.store(gl.reduce(s.reshape([GROUPS, BLOCK_N // GROUPS, 16]), 1, _gluon_max_with_nan))
-        groups = max_smem.load(_gluon_mxfp4_groups_max_layout(ARCH, GROUPS))
-        return gl.convert_layout(gl.reduce(groups, 0, _gluon_max_with_nan), gl.SliceLayout(0, s.type.layout))
-
-    @gluon.jit
-    def _gluon_mxfp4_value_chunk(acc, p_t, pairs, ARCH: gl.constexpr):
-        # acc + V^T . P^T over chunk j of one K step of V: pairs [32 rows, 16 G] uint32, byte
-        # j's two values (columns 8w + 2j, 8w + 2j + 1 of word w) of each row, scaled. V^T's
-        # row m = 32g + 16n + r is the value n of word 16g + r (_gluon_mxfp4_output).
-        ROWS: gl.constexpr = pairs.shape[0]
-        GROUPS: gl.constexpr = pairs.shape[1] // 16
-        MMA: gl.constexpr = _gluon_mxfp4_value_layout(ARCH, GROUPS)
-        even_columns, odd_columns = _gluon_pair_rows(pairs)
-        v = gl.join(_gluon_unpair_rows(even_columns), _gluon_unpair_rows(odd_columns))  # [row, word, n]
-        v = v.reshape([ROWS, GROUPS, 16, 2]).permute((1, 3, 2, 0)).reshape([32 * GROUPS, ROWS])
-        v = gl.convert_layout(v, gl.DotOperandLayout(0, MMA, _gluon_mxfp4_k_width(ARCH)), assert_trivial=ARCH == "cdna4")
-        return _gluon_mma(v, p_t, acc, ARCH)
-
-    @gluon.jit
-    def _gluon_mxfp4_tile(acc0, acc1, acc2, acc3, m_i, l_i, qk_scale, q_steps, q_scales, nope_smem, rope_smem,
-                          values_smem, key_smem, pe_smem, p_smem, max_smem, ARCH: gl.constexpr, GROUPS: gl.constexpr):
-        # One tile's products from shared memory: the scores, the shared softmax step, P.V.
-        BLOCK_N: gl.constexpr = nope_smem.shape[0]
-        MMA: gl.constexpr = _gluon_mxfp4_value_layout(ARCH, GROUPS)
-        K_WIDTH: gl.constexpr = _gluon_mxfp4_k_width(ARCH)
-        s = _gluon_mxfp4_scores(q_steps, q_scales, nope_smem, rope_smem, key_smem, pe_smem, ARCH, GROUPS)
-        # The online softmax, per head over the whole tile (a maximum across the groups), in
-        # the log2 domain; a head with no valid row yet keeps max -inf, subtracted as 0.
-        m_new = _gluon_max_with_nan(m_i, _gluon_mxfp4_tile_max(s, max_smem, ARCH, GROUPS) * qk_scale)
-        m_safe = gl.where(m_new == float("-inf"), 0.0, m_new)
-        alpha = gl.exp2(m_i - m_safe)
-        p = gl.exp2(s * qk_scale - gl.expand_dims(m_safe, 0))
-        l_i = l_i * gl.expand_dims(alpha, 0) + p
-        # P through shared memory, heads x rows: each group writes its rows, every group
-        # reads all of them, a K step at a time.
-        p_rows = p_smem.permute((1, 0))
-        p_rows.store(p.to(gl.bfloat16))
-        alpha = gl.expand_dims(gl.convert_layout(alpha, gl.SliceLayout(0, MMA), assert_trivial=True), 0)
-        acc0 = acc0 * alpha
-        acc1 = acc1 * alpha
-        acc2 = acc2 * alpha
-        acc3 = acc3 * alpha
-        WORDS: gl.constexpr = _gluon_mxfp4_value_words_layout(ARCH, GROUPS)
-        all_words = _gluon_reinterpret(nope_smem, gl.uint32, [BLOCK_N, 64], nope_smem.layout)
-        for step in gl.static_range(BLOCK_N // 32):
-            p_t = p_rows.slice(32 * step, 32, dim=0).load(gl.DotOperandLayout(1, MMA, K_WIDTH))
-            words = _gluon_word_blocks(all_words.slice(32 * step, 32, dim=0).load(WORDS))
-            scales = values_smem.permute((1, 0)).slice(32 * step, 32, dim=0).load(gl.SliceLayout(2, words.type.layout))
-            p0, p1, p2, p3 = _gluon_e2m1_scaled_pairs(words, _gluon_word_scales(words, scales), ARCH)
-            acc0 = _gluon_mxfp4_value_chunk(acc0, p_t, p0.reshape([32, 64]), ARCH)
-            acc1 = _gluon_mxfp4_value_chunk(acc1, p_t, p1.reshape([32, 64]), ARCH)
-            acc2 = _gluon_mxfp4_value_chunk(acc2, p_t, p2.reshape([32, 64]), ARCH)
-            acc3 = _gluon_mxfp4_value_chunk(acc3, p_t, p3.reshape([32, 64]), ARCH)
-        return acc0, acc1, acc2, acc3, m_new, l_i
-
-    @gluon.jit
-    def _gluon_attend_mxfp4(q_ptr, q_row, stride_q_tok, stride_q_head, kv_ptr, sc_ptr, lo, hi, qk_scale,
-                            stride_kv, stride_sr, stride_sc, BLOCK_N: gl.constexpr, GROUPS: gl.constexpr,
-                            STAGES: gl.constexpr, ARCH: gl.constexpr):
-        # MXFP4 attention of the 16 heads over rows lo..hi-1 (section comment): returns the
-        # unnormalized state, the four chunks of O^T [32 G, 16] (rows in chunk order), the
-        # max m [16] and the lanes' partial row sums [BLOCK_N, 16].
-        # The pipeline (STAGES = 2): tile i in shared memory is multiplied while tile i + 1 is
-        # in flight into registers; after tile i's products the rest of tile i + 1 (rope codes,
-        # scale bytes) goes to shared memory and tile i + 2's loads of it are issued, then the
-        # same for the nope codes, so that no wait in the loop drains the loads of tile i + 2.
-        # A wave's loads of a tile (128 rows, 4 waves): the codes C = 8 buffer_load_dwordx4
-        # (128 x 256 bytes / 256 lanes / 16 bytes), the rest R = 10 (the rope codes' one
-        # buffer_load_dwordx4, the scale bytes' nine buffer_load_ubyte). On gfx950 iteration i
-        # compiles to this order (tests/test_gfx950_report.py checks it):
-        #
-        #   before the loop  load rest 0, codes 0; store both; load rest 1, codes 1
-        #   iteration i      read tile i, S = Q.K^T        ds_read; MFMA scaled 16x16x128 (5 K steps)
-        #                    row maxima, P via LDS         ds_write, barrier, ds_read
-        #                    read V codes, O^T += V^T.P^T  ds_read; MFMA 16x16x32 bf16
-        #                    store rest i+1                s_waitcnt vmcnt(>= C): codes i+1 still in flight
-        #                    load rest i+2                 R buffer loads
-        #                    barrier                       (keeps the two groups of loads in this order)
-        #                    store codes i+1               s_waitcnt vmcnt(R): rest i+2 still in flight
-        #                    load codes i+2                C buffer loads
-        #
-        #   iteration              before | 0            | 1            | 2            | ...
-        #   shared memory (read)          | tile 0       | tile 1       | tile 2       |
-        #   registers (in flight)  tile 1 | tile 1 -> 2  | tile 2 -> 3  | tile 3 -> 4  |
-        gl.static_assert(STAGES == 2)
-        gl.static_assert(GROUPS == 4)
-        gl.static_assert(BLOCK_N == 32 * GROUPS)
-        SCORE: gl.constexpr = _gluon_mxfp4_score_layout(ARCH, GROUPS, BLOCK_N // GROUPS)
-        MMA: gl.constexpr = _gluon_mxfp4_value_layout(ARCH, GROUPS)
-        PLAIN: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, [1, 0])
-        q_steps, q_scales = _gluon_mxfp4_q_operands(q_ptr, q_row, stride_q_tok, stride_q_head, ARCH, GROUPS,
-                                                    BLOCK_N // GROUPS)
-        NOPE: gl.constexpr = _gluon_mxfp4_stage_layout(ARCH, GROUPS, 256, 16)
-        ROPE: gl.constexpr = _gluon_mxfp4_stage_layout(ARCH, GROUPS, 32, 16)
-        KEYS: gl.constexpr = _gluon_mxfp4_keys_layout(ARCH, GROUPS, 16)
-        PE: gl.constexpr = _gluon_mxfp4_keys_layout(ARCH, GROUPS, 2)
-        nope_smem = gl.allocate_shared_memory(gl.uint8, [BLOCK_N, 256], PLAIN)
-        # The fifth K step's codes: the rope's, the validity byte, zeros (written once).
-        rope_smem = gl.allocate_shared_memory(gl.uint8, [BLOCK_N, 64], PLAIN,
-                                              gl.zeros([BLOCK_N, 64], gl.uint8,
-                                                       _gluon_mxfp4_stage_layout(ARCH, GROUPS, 64, 16)))
-        values_smem = gl.allocate_shared_memory(gl.uint32, [16, BLOCK_N], PLAIN)
-        key_smem = gl.allocate_shared_memory(gl.uint8, [16, BLOCK_N // 2, 2], gl.SwizzledSharedLayout(1, 1, 1, [2, 1, 0]))
-        # The fifth step's block scales: the rope's two, the validity feature's 2^127, 1.
-        PE_INIT: gl.constexpr = _gluon_mxfp4_pair_keys_layout(ARCH, GROUPS)
-        pe_smem = gl.allocate_shared_memory(gl.uint8, [4, BLOCK_N // 2, 2], gl.SwizzledSharedLayout(1, 1, 1, [2, 1, 0]),
-                                            gl.where(_gluon_axis(4, 0, PE_INIT) == 2, 254, 127).to(gl.uint8)
-                                            + gl.zeros([4, BLOCK_N // 2, 2], gl.uint8, PE_INIT))
-        # P, heads x rows, its 16-byte units swizzled by head (the 16 heads' reads at one row
-        # offset fall in different banks).
-        p_smem = gl.allocate_shared_memory(gl.bfloat16, [16, BLOCK_N], gl.SwizzledSharedLayout(8, 1, 16, [1, 0]))
-        max_smem = gl.allocate_shared_memory(gl.float32, [GROUPS, 16], PLAIN)  # the groups' row maxima
-        nope_offsets = _gluon_mxfp4_offsets(BLOCK_N, 256, stride_kv, 1, NOPE)
-        rope_offsets = _gluon_mxfp4_offsets(BLOCK_N, 32, stride_kv, 1, ROPE) + 256
-        key_offsets = _gluon_mxfp4_offsets(-BLOCK_N, 16, stride_sr, stride_sc, KEYS)
-        pe_offsets = _gluon_mxfp4_offsets(-BLOCK_N, 2, stride_sr, stride_sc, PE) + 16 * stride_sc
-        nope = _gluon_mxfp4_load_codes(kv_ptr, lo, hi, stride_kv, nope_offsets, ARCH)
-        rope, keys, pe = _gluon_mxfp4_load_rest(kv_ptr, sc_ptr, lo, hi, stride_kv, stride_sr, rope_offsets,
-                                                key_offsets, pe_offsets, ARCH)
-        _gluon_mxfp4_store_codes(nope, nope_smem)
-        _gluon_mxfp4_store_rest(lo, hi, rope, keys, pe, rope_smem, values_smem, key_smem, pe_smem, ARCH, GROUPS)
-        rope, keys, pe = _gluon_mxfp4_load_rest(kv_ptr, sc_ptr, lo + BLOCK_N, hi, stride_kv, stride_sr, rope_offsets,
-                                                key_offsets, pe_offsets, ARCH)
-        _gluon_barrier()  # the loop's order of the loads (its waits count on it)
-        nope = _gluon_mxfp4_load_codes(kv_ptr, lo + BLOCK_N, hi, stride_kv, nope_offsets, ARCH)
-        m_i = gl.full([16], float("-inf"), gl.float32, gl.SliceLayout(0, SCORE))
-        l_i = gl.zeros([BLOCK_N, 16], gl.float32, SCORE)
-        acc0 = gl.zeros([32 * GROUPS, 16], gl.float32, MMA)
-        acc1 = gl.zeros([32 * GROUPS, 16], gl.float32, MMA)
-        acc2 = gl.zeros([32 * GROUPS, 16], gl.float32, MMA)
-        acc3 = gl.zeros([32 * GROUPS, 16], gl.float32, MMA)
-        for start in range(lo, hi, BLOCK_N):
-            acc0, acc1, acc2, acc3, m_i, l_i = _gluon_mxfp4_tile(
-                acc0, acc1, acc2, acc3, m_i, l_i, qk_scale, q_steps, q_scales, nope_smem, rope_smem, values_smem,
-                key_smem, pe_smem, p_smem, max_smem, ARCH, GROUPS)
-            _gluon_mxfp4_store_rest(start + BLOCK_N, hi, rope, keys, pe, rope_smem, values_smem, key_smem, pe_smem,
-                                    ARCH, GROUPS)
-            rope, keys, pe = _gluon_mxfp4_load_rest(kv_ptr, sc_ptr, start + 2 * BLOCK_N, hi, stride_kv, stride_sr,
-                                                    rope_offsets, key_offsets, pe_offsets, ARCH)
-            _gluon_barrier()  # keeps these loads before the codes' (the waits count on that order)
-            _gluon_mxfp4_store_codes(nope, nope_smem)
-            nope = _gluon_mxfp4_load_codes(kv_ptr, start + 2 * BLOCK_N, hi, stride_kv, nope_offsets, ARCH)
-        return acc0, acc1, acc2, acc3, m_i, l_i
-
-    @gluon.jit
-    def _gluon_mxfp4_output(acc0, acc1, acc2, acc3, m_i, l_i, GROUPS_ROWS: gl.constexpr):
-        # The state -> (acc [16, 512] in column order, m, l), laid out as _gluon_merge_waves
-        # leaves them. Chunk j's row m = 32g + 16n + 4a + b is value n of byte j of shared-
-        # memory word 16g + 4a + b of a row: word b of the 16-byte unit 4g + a, which holds
-        # (_gluon_mxfp4_step_order) block 4a + g's words: V's column 32(4a + g) + 8b + 2j + n.
-        GROUPS: gl.constexpr = acc0.shape[0] // 32
-        o = gl.join(gl.join(acc0, acc1), gl.join(acc2, acc3))  # [m, h, j0, j1]
-        o = o.reshape([GROUPS, 2, 4, 4, 16, 2, 2])  # [g, n, a, b, h, j0, j1]
-        o = o.permute((4, 2, 0, 3, 6, 5, 1)).reshape([16, 512])  # [h, a, g, b, j1, j0, n]
-        heads: gl.constexpr = gl.SliceLayout(1, gl.SliceLayout(0, GROUPS_ROWS))
-        return (gl.convert_layout(o, gl.SliceLayout(0, GROUPS_ROWS)), gl.convert_layout(m_i, heads),
-                gl.convert_layout(gl.sum(l_i, 0), heads))
-
-    @gluon.jit(do_not_specialize=["total_q", "kv_rows", "num_splits"])
-    def _mla_decode_gluon_kernel(
-        q_ptr, kv_ptr, kv_scale_ptr, qo_indptr_ptr, kv_indptr_ptr, out_ptr,
-        part_o_ptr, part_lse_ptr, counters_ptr,
-        qk_scale, total_q, kv_rows, num_splits,
-        stride_q_tok, stride_q_head, stride_kv, stride_sr, stride_sc, stride_o_tok, stride_o_head,
-        KV_FORM: gl.constexpr, SPLIT: gl.constexpr, COMBINE_IN_KERNEL: gl.constexpr, ARRIVALS: gl.constexpr,
-        BLOCK_N: gl.constexpr, WAVE_GROUPS: gl.constexpr, STAGES: gl.constexpr, ARCH: gl.constexpr,
-    ):
-        # The Gluon twin of _mla_decode_kernel: the same arguments (STAGES and ARCH in
-        # place of EMULATE), grid, bounds and scratch layout.
-        split = gl.program_id(0)
-        b = gl.program_id(1)
-        lo, hi = _gluon_split_bounds(kv_indptr_ptr, b, split, kv_rows, num_splits, BLOCK_N)
-        q_row = gl.minimum(gl.maximum(gl.load(qo_indptr_ptr + b), 0), total_q - 1)
-        ROWS: gl.constexpr = _gluon_rows_layout(ARCH, WAVE_GROUPS)
-        GROUPS_ROWS: gl.constexpr = _gluon_groups_rows_layout(ARCH, WAVE_GROUPS)
-        if KV_FORM == "fp8_gluon":
-            acc, m_i, l_i = _gluon_attend_fp8(q_ptr, q_row, stride_q_tok, stride_q_head, kv_ptr, kv_scale_ptr, lo, hi,
-                                              qk_scale, stride_kv, BLOCK_N, WAVE_GROUPS, STAGES, ARCH)
-            acc, m, l = _gluon_merge_waves(acc, m_i, l_i, GROUPS_ROWS)
-        else:
-            gl.static_assert(KV_FORM == "mxfp4_gluon")
-            acc0, acc1, acc2, acc3, m_i, l_i = _gluon_attend_mxfp4(
-                q_ptr, q_row, stride_q_tok, stride_q_head, kv_ptr, kv_scale_ptr, lo, hi, qk_scale, stride_kv,
-                stride_sr, stride_sc, BLOCK_N, WAVE_GROUPS, STAGES, ARCH)
-            acc, m, l = _gluon_mxfp4_output(acc0, acc1, acc2, acc3, m_i, l_i, GROUPS_ROWS)
-        _gluon_finish(acc, m, l, b, split, q_row, out_ptr, part_o_ptr, part_lse_ptr, counters_ptr, num_splits,
-                      stride_o_tok, stride_o_head, SPLIT, COMBINE_IN_KERNEL, ARRIVALS, ROWS, ARCH)
-# ==== end Gluon kernels ====
-
-
-# =====================================================================================
-# The problem's fixed dimensions (DeepSeek-R1 after the tensor-parallel split)
-# =====================================================================================
-NUM_HEADS = 16
-QK_HEAD_DIM = 576
-V_HEAD_DIM = 512
-MXFP4_BLOCK = 32
-MXFP4_BLOCKS_PER_ROW = QK_HEAD_DIM // MXFP4_BLOCK  # 18
-CONFIG_KEYS = ("batch_size", "num_heads", "num_kv_heads", "qk_head_dim", "kv_lora_rank",
-               "qk_rope_head_dim", "v_head_dim", "q_seq_len", "kv_seq_len", "sm_scale")
-FP8_DTYPES = (torch.float8_e4m3fn, torch.float8_e4m3fnuz)
-FP4X2_DTYPES = tuple(d for d in (getattr(torch, "float4_e2m1fn_x2", None), torch.uint8) if d)
-E8M0_DTYPES = tuple(d for d in (getattr(torch, "float8_e8m0fnu", None), torch.uint8) if d)
-
+def gluon_forms_here(arch: str) -> bool:
+    """Whether Gluon forms can be offered for a device of `arch`: the kernels are compiled
+    (not interpreted), the architecture has a Gluon ARCH, and this Triton's Gluon has what
+    the kernel for that ARCH uses (gluon_problem)."""
+    return not _INTERPRETED and bool(gluon_arch(arch)) and not gluon_problem(gluon_arch(arch))
+
+
+_GLUON_REFUSALS_SAID: set = set()
+
+
+def _say_why_no_gluon(arch: str) -> None:
+    # Under MLA_DEBUG, once per architecture: why a GPU that has a Gluon kernel gets no Gluon form.
+    problem = gluon_arch(arch) and not _INTERPRETED and gluon_problem(gluon_arch(arch))
+    if problem and arch not in _GLUON_REFUSALS_SAID and _env_flag("MLA_DEBUG"):
+        _GLUON_REFUSALS_SAID.add(arch)
+        print(f"[mla] no Gluon form on {arch}: {problem}", file=sys.stderr)
+
+
+def check_gluon_here(arch: str) -> None:
+    """Raises ValueError, saying why, where a Gluon form cannot run (before any launch)."""
+    if _INTERPRETED:
+        raise ValueError("Gluon kernels do not run under TRITON_INTERPRET=1 (Gluon asks for a GPU "
+                         "driver); use a Triton form there")
+    if not gluon_arch(arch):
+        raise ValueError(f"the Gluon forms run on gfx950 or NVIDIA sm_80+ GPUs, not on "
+                         f"{arch or 'this device (no GPU)'}")
+    if gluon_problem(gluon_arch(arch)):
+        raise ValueError(f"no Gluon form on {arch}: {gluon_problem(gluon_arch(arch))}")
+
+
+@dataclasses.dataclass(frozen=True)
+class Tile:
+    """How a form is tiled: BLOCK_N KV rows a tile, num_warps, num_stages, and on AMD the
+    waves a SIMD the register allocator aims for (waves_per_eu; 0: none). A Gluon form's
+    num_warps counts 64-thread groups (a gfx950 wave: NVIDIA launches twice as many warps)
+    and its num_stages is the tiles in its pipeline (its STAGES argument)."""
+    block_n: int
+    num_warps: int
+    num_stages: int
+    waves_per_eu: int = 0
+
+
+def _pow2_floor(n: int) -> int:
+    return 1 << (max(n, 1).bit_length() - 1)
+
+
+def _fill_once_splits(batch: int, max_kv_len: int, num_cus: int, min_split_tokens: int) -> int:
+    """The fewest splits (a power of two, at most 64) with batch x splits >= num_cus, but
+    no more than leave each split min_split_tokens tokens of the longest sequence."""
+    fill = 1 << max(0, (-(-num_cus // batch) - 1).bit_length())
+    return max(1, min(fill, 64, _pow2_floor(max_kv_len // min_split_tokens)))
+
+
+def device_filling_splits(form: KernelForm, batch: int, max_kv_len: int, num_sms: int, arch: str) -> tuple:
+    """The split rule the forms share (a record may name its own): (the splits a form's
+    first launch takes, the fewest tokens a split) on a device of num_sms SMs / CUs.
+    On gfx950: the fewest that give every CU form.programs_per_cu programs, but at least
+    one whole tile a split. Each split beyond one costs instructions outside the loop in
+    every program (Q's load and e4m3 conversion, the merge of the wave groups, the
+    partial's store) and a combine; a program that holds a whole CU's SIMDs (4 waves)
+    needs no second one beside it to occupy the CU, so the splits stop once batch x
+    splits reaches the CU count, and a split shorter than a tile would only run that
+    outside-the-loop work over rows it masks (a static bound: bench/gfx950_report.py).
+    Elsewhere: as many as fill the device twice over (two 4-warp programs an SM), but at
+    least 64 tokens a split (measured on the H200: bench/kernel_sweep.py)."""
+    if arch == "gfx950":
+        min_split_tokens = form.tiles[0].block_n
+        num_cus = num_sms * form.programs_per_cu
+        return _fill_once_splits(batch, max_kv_len, num_cus, min_split_tokens), min_split_tokens
+    return _pow2_floor(min(2 * num_sms // batch, 64, max(max_kv_len // 64, 1))), 64
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class KernelForm:
+    """One form of the decode over one KV format (section 2 says what each computes). What
+    offers, orders, tiles, splits, launches, compiles or reports a form reads its record;
+    adding a form is adding a record to KERNEL_FORMS and its kernel."""
+    kv_format: str            # "fp8" or "mxfp4"
+    name: str                 # among the format's forms: MLA_ROUTE=triton_<format>:<name>, form=<name> in labels
+    language: str             # "triton", or "gluon" (offered only where gluon_forms_here)
+    # Architecture -> the form's place among its format's forms offered there (0 leads: its
+    # launches head the candidates); "" stands for every architecture not named; None: not
+    # offered there (MLA_ROUTE can still force it).
+    places: dict
+    tiles: tuple              # the Tiles it is offered with, the first leading
+    kernel: object            # its JIT function; it takes the call's tensors as q_ptr, kv_ptr,
+                              # kv_scale_ptr, qo_indptr_ptr, kv_indptr_ptr, out_ptr
+    # (form, launch, q, kv, kv_scale, sm_scale, scratch) -> the kernel's other arguments by
+    # name: what a plan fixes (shapes, strides, scratch, constexprs).
+    arguments: Callable
+    split_rule: Callable = device_filling_splits  # (form, batch, max_kv_len, num_sms, arch) -> (splits, min tokens)
+    programs_per_cu: int = 1  # programs a CU needs beside each other to keep its loads in flight (gfx950 splits)
+    wide_tile_when_idle: bool = False  # the second tile (more warps a program) leads where batch x splits < SMs
+    wave_groups: bool = False  # its tile is WAVE_GROUPS groups of rows, one a wave (64-thread group)
+    gfx950_convert: bool = False  # on gfx950 it decodes MXFP4 by the convert instruction (TritonLaunch.hw_convert)
+    combine_modes: tuple = ("second_kernel", "in_kernel")  # how its splits can be merged
+    row_alignment: int = 1    # bytes: it reads KV rows as 4-byte words (4) or 16-byte copies (16)
+    needs_a_row: bool = False  # it reads a row even for an empty split: an empty KV buffer is refused
+    whole_tiles: bool = False  # it reads whole tiles inside the buffer: one tile of rows at least, a scale row each
+    int32_tile_offsets: bool = False  # its offsets within a tile are 32-bit: BLOCK_N rows (and scales) must fit
+    kv_dtype: object = None   # the one fp8 dtype it reads (None: any of FP8_DTYPES)
+
+
+def _decode_arguments(form: KernelForm, launch, q, kv, kv_scale, sm_scale: float, scratch) -> dict:
+    """What both decode kernels take after the call's tensors, by name, in their order."""
+    stride_sr, stride_sc = kv_scale.stride() if form.kv_format == "mxfp4" else (0, 0)  # fp8: one scale, no blocks
+    return dict(part_o_ptr=scratch.part_o, part_lse_ptr=scratch.part_lse, counters_ptr=scratch.counters,
+                qk_scale=sm_scale * _LOG2E, total_q=q.shape[0], kv_rows=kv.shape[0], num_splits=launch.num_splits,
+                stride_q_tok=q.stride(0), stride_q_head=q.stride(1), stride_kv=kv.stride(0),
+                stride_sr=stride_sr, stride_sc=stride_sc,
+                # out is contiguous: TritonRunner makes it so or refuses it
+                stride_o_tok=NUM_HEADS * V_HEAD_DIM, stride_o_head=V_HEAD_DIM)
+
+
+def _triton_decode_arguments(form: KernelForm, launch, q, kv, kv_scale, sm_scale: float, scratch) -> dict:
+    """_mla_decode_kernel's arguments after the call's tensors."""
+    return dict(_decode_arguments(form, launch, q, kv, kv_scale, sm_scale, scratch),
+                KV_FORMAT=form.kv_format, FORM=form.name, HW_CONVERT=launch.hw_convert,
+                SPLIT=launch.num_splits > 1, COMBINE_IN_KERNEL=launch.combine_in_kernel,
+                ARRIVALS=_combine_arrivals(launch), BLOCK_N=launch.block_n, WAVE_GROUPS=_wave_groups(form, launch),
+                EMULATE=_INTERPRETED)
+
+
+def _gluon_decode_arguments(form: KernelForm, launch, q, kv, kv_scale, sm_scale: float, scratch) -> dict:
+    """_mla_decode_gluon_kernel's arguments after the call's tensors (its ring's STAGES is
+    the tile's num_stages)."""
+    return dict(_decode_arguments(form, launch, q, kv, kv_scale, sm_scale, scratch),
+                KV_FORMAT=form.kv_format, FORM=form.name, SPLIT=launch.num_splits > 1,
+                COMBINE_IN_KERNEL=launch.combine_in_kernel, ARRIVALS=_combine_arrivals(launch), BLOCK_N=launch.block_n,
+                WAVE_GROUPS=_wave_groups(form, launch), STAGES=launch.num_stages, ARCH=launch.gluon_arch)
+
+
+# The forms. Tiles: the H200 forms' are its sweep's best (bench/kernel_sweep.py); where
+# 4-warp programs would leave SMs idle the 8-warp tile leads (about one program an SM). The
+# gfx950 forms' are the tiles that compile without spilling at 2 waves a SIMD with the fewest
+# loop instructions a token (bench/gfx950_report.py; a static bound, never run on an
+# MI355X). Places: on gfx950 the Gluon forms lead and the Triton wave forms follow; elsewhere
+# the H200's fastest lead and the CDNA4 forms are extra candidates (Triton lowers fp8 dots
+# and dot_scaled everywhere; gfx950's convert instruction exists only there). The first
+# form of a format is its default where a launch names none.
+KERNEL_FORMS = (
+    KernelForm("fp8", "f16", "triton", places={"gfx950": None, "": 0},
+               tiles=(Tile(32, 4, 3), Tile(64, 8, 3)), wide_tile_when_idle=True, int32_tile_offsets=True,
+               kernel=_mla_decode_kernel, arguments=_triton_decode_arguments),
+    KernelForm("fp8", "e4m3_waves", "triton", places={"gfx950": 1, "": 1},
+               tiles=(Tile(128, 4, 1, waves_per_eu=2),), wave_groups=True, int32_tile_offsets=True,
+               kernel=_mla_decode_kernel, arguments=_triton_decode_arguments),
+    # Gluon: two programs a CU fit the registers (waves_per_eu 2); STAGES 2 is a ring of two.
+    KernelForm("fp8", "gluon", "gluon", places={"gfx950": 0, "": 2},
+               tiles=(Tile(128, 4, 2, waves_per_eu=2),), wave_groups=True, int32_tile_offsets=True,
+               row_alignment=16, needs_a_row=True, kv_dtype=torch.float8_e4m3fn,
+               kernel=_mla_decode_gluon_kernel, arguments=_gluon_decode_arguments),
+    KernelForm("mxfp4", "bf16", "triton", places={"gfx950": None, "": 0},
+               tiles=(Tile(32, 4, 1), Tile(64, 8, 1)), wide_tile_when_idle=True,
+               kernel=_mla_decode_kernel, arguments=_triton_decode_arguments),
+    KernelForm("mxfp4", "waves", "triton", places={"gfx950": 1, "": 1},
+               tiles=(Tile(128, 4, 1, waves_per_eu=2),), wave_groups=True, gfx950_convert=True, row_alignment=4,
+               kernel=_mla_decode_kernel, arguments=_triton_decode_arguments),
+    # Gluon MXFP4: one tile in shared memory, one in flight into registers (STAGES 2); a
+    # program keeps only that one in flight, so its leading splits give a CU two programs,
+    # which its registers and LDS hold (waves_per_eu 2).
+    KernelForm("mxfp4", "gluon", "gluon", places={"gfx950": 0, "": 2},
+               tiles=(Tile(128, 4, 2, waves_per_eu=2),), programs_per_cu=2, wave_groups=True,
+               int32_tile_offsets=True, row_alignment=16, needs_a_row=True, whole_tiles=True,
+               kernel=_mla_decode_gluon_kernel, arguments=_gluon_decode_arguments),
+)
+_FORMS_BY_NAME = {(form.kv_format, form.name): form for form in KERNEL_FORMS}
+
+
+def forms_of(kv_format: str) -> tuple:
+    """The KV format's forms, in KERNEL_FORMS's order (the first is its default)."""
+    return tuple(form for form in KERNEL_FORMS if form.kv_format == kv_format)
+
+
+def kernel_form(kv_format: str, name: str = "") -> KernelForm:
+    """The record of the format's form `name` ("": the format's first); ValueError if none."""
+    form = _FORMS_BY_NAME.get((kv_format, name)) if name else next(iter(forms_of(kv_format)), None)
+    if form is None:
+        if not forms_of(kv_format):
+            raise ValueError(f"no Triton kernel for kv_format {kv_format!r}")
+        raise ValueError(f"no {kv_format} kernel form {name!r}; known forms "
+                         f"{tuple(known.name for known in forms_of(kv_format))}")
+    return form
+
+
+def offered_forms(kv_format: str, arch: str) -> tuple:
+    """The format's forms offered on `arch`, in their places there (the first leads)."""
+    placed = []
+    for index, form in enumerate(forms_of(kv_format)):
+        place = form.places.get(arch, form.places.get(""))
+        if place is None:
+            continue
+        if form.language == "gluon" and not gluon_forms_here(arch):
+            _say_why_no_gluon(arch)
+            continue
+        placed.append((place, index, form))
+    return tuple(form for _, _, form in sorted(placed, key=lambda item: item[:2]))
+
+
+@dataclasses.dataclass(frozen=True)
+class TritonLaunch:
+    """One launch configuration of a form: what the autopick times and a runner launches."""
+    num_splits: int
+    block_n: int
+    num_warps: int
+    num_stages: int
+    # With several splits: merge them in the decode kernel (the last program of a
+    # sequence to finish, one launch) rather than in a second kernel (two launches).
+    combine_in_kernel: bool = False
+    form: str = ""        # a KernelForm's name of the format; "" is the format's first
+    waves_per_eu: int = 0  # AMD only: the occupancy the register allocator aims for (0: none)
+    hw_convert: bool = False  # gfx950 only: a form with gfx950_convert decodes by that instruction
+    gluon_arch: str = ""  # Gluon forms: the kernel's ARCH ("cdna4" for gfx950, "ampere" for NVIDIA sm_80+)
+    # In-kernel combine: every thread releases its own partial stores to the counter (what
+    # AMD needs: a release there orders only its own wave's stores; right anywhere), or,
+    # False (NVIDIA), one thread does after a barrier, which the PTX model makes cumulative.
+    each_thread_releases: bool = True
+
+
+@dataclasses.dataclass(frozen=True)
+class TritonScratch:
+    part_o: torch.Tensor    # (batch, splits, 16, 512) fp32: each split's normalized output
+    part_lse: torch.Tensor  # (batch, splits, 16) fp32: each split's log2(sum exp2(s - m)) + m
+    counters: torch.Tensor  # (batch,) int32, zero between calls: splits finished (in-kernel combine)
+
+
+def triton_launch_candidates(kv_format: str, batch: int, max_kv_len: int, num_sms: int,
+                             arch: str = "", form: str = "") -> list[TritonLaunch]:
+    """A short list for the autopick to time on a device of `num_sms` SMs / CUs and
+    architecture `arch` (e.g. "sm_90", "gfx950"; "" when unknown); the first is the default.
+    The leading form (offered_forms) gets its tiles at its split rule's splits, then its
+    first tile at half / double the splits, then the first and the first neighbour again
+    with the in-kernel combine; every other form offered on the architecture gets its first
+    tile at its own leading splits. A forced `form` is offered alone, on any device."""
+    forced = kernel_form(kv_format, form) if form else None
+    if not forced:
+        kernel_form(kv_format)  # refuses a format without forms
+    batch, max_kv_len, num_sms = max(batch, 1), max(max_kv_len, 1), max(num_sms, 1)
+    if forced and forced.language == "gluon":
+        check_gluon_here(arch)
+    forms = (forced,) if forced else offered_forms(kv_format, arch)
+    lead = forms[0]
+    tiles = lead.tiles
+    splits, min_split_tokens = lead.split_rule(lead, batch, max_kv_len, num_sms, arch)
+    if batch * splits < num_sms and lead.wide_tile_when_idle:
+        tiles = tiles[::-1]
+    launches = [_launch(splits, tile, lead, arch) for tile in tiles]
+    for other in (splits // 2, splits * 2):
+        if 1 <= other <= 64 and other <= max(max_kv_len // min_split_tokens, 1):
+            launches.append(_launch(other, tiles[0], lead, arch))
+    # One launch instead of two: the merge is slower, but the device waits for no second
+    # launch, which can decide where it has little to do.
+    in_kernel = [dataclasses.replace(launch, combine_in_kernel=True)
+                 for launch in launches[:1] + launches[len(tiles):][:1]
+                 if launch.num_splits > 1 and "in_kernel" in lead.combine_modes]
+    others = [_launch(other.split_rule(other, batch, max_kv_len, num_sms, arch)[0], other.tiles[0], other, arch)
+              for other in forms[1:]]
+    return launches + in_kernel + others
+
+
+def _launch(splits: int, tile: Tile, form: KernelForm, arch: str) -> TritonLaunch:
+    kernel_arch = gluon_arch(arch) if form.language == "gluon" else ""
+    num_warps = tile.num_warps * 2 if kernel_arch == "ampere" else tile.num_warps  # a 64-thread group is two warps there
+    return TritonLaunch(splits, tile.block_n, num_warps, tile.num_stages, form=form.name,
+                        waves_per_eu=tile.waves_per_eu if arch.startswith("gfx") else 0,
+                        hw_convert=form.gfx950_convert and arch == "gfx950", gluon_arch=kernel_arch,
+                        each_thread_releases=not arch.startswith("sm_"))
+
+
+def form_of_launch(kv_format: str, launch) -> KernelForm:
+    """The launch's form, checked against the launch."""
+    form = kernel_form(kv_format, launch.form)
+    if launch.hw_convert and not form.gfx950_convert:
+        raise ValueError(f"the {kv_format} form {form.name!r} has no convert-instruction variant")
+    if (form.language == "gluon") != bool(launch.gluon_arch):
+        raise ValueError(f"the {kv_format} form {form.name!r} with gluon_arch {launch.gluon_arch!r}: a Gluon form "
+                         "needs the Gluon architecture triton_launch_candidates gives it, a Triton form none")
+    if launch.combine_in_kernel and launch.num_splits > 1 and "in_kernel" not in form.combine_modes:
+        raise ValueError(f"the {kv_format} form {form.name!r} has no in-kernel combine")
+    return form
+
+
+def launch_label(kv_format: str, launch) -> str:
+    """The autopick's name of a Triton launch, e.g. triton_fp8[form=f16,splits=8,...]."""
+    convert = ",hw_convert" if launch.hw_convert else ""
+    combine = ",combine=in_kernel" if launch.combine_in_kernel and launch.num_splits > 1 else ""
+    waves = f",waves_per_eu={launch.waves_per_eu}" if launch.waves_per_eu else ""
+    return (f"triton_{kv_format}[form={form_of_launch(kv_format, launch).name}{convert},"
+            f"splits={launch.num_splits},block_n={launch.block_n},warps={launch.num_warps},"
+            f"stages={launch.num_stages}{waves}{combine}]")
+
+
+def make_triton_scratch(batch: int, launch: TritonLaunch, device) -> TritonScratch:
+    splits = launch.num_splits if launch.num_splits > 1 else 0  # one split writes out directly
+    return TritonScratch(
+        part_o=torch.empty((batch, splits, NUM_HEADS, V_HEAD_DIM), dtype=torch.float32, device=device),
+        part_lse=torch.empty((batch, splits, NUM_HEADS), dtype=torch.float32, device=device),
+        counters=torch.zeros((max(batch, 1),), dtype=torch.int32, device=device),
+    )
+
+
+def _check_rows(kv, form: KernelForm) -> None:
+    # The row layout the form's loads assume, checked on every call (a plan's later inputs
+    # may sit elsewhere).
+    alignment = form.row_alignment
+    if alignment > 1 and (kv.data_ptr() % alignment or kv.stride(0) % alignment or kv.stride(-1) != 1):
+        raise ValueError(f"the {form.kv_format} form {form.name} needs {alignment}-byte aligned rows, contiguous "
+                         f"(address {kv.data_ptr():#x}, row stride {kv.stride(0)})")
+    if form.needs_a_row and kv.shape[0] == 0:
+        raise ValueError(f"the {form.kv_format} form {form.name} needs a KV buffer of at least one row")
+
+
+def _mxfp4_operands(kv_fp4, kv_scales, launch):
+    form = kernel_form("mxfp4", launch.form)
+    if launch.block_n < 32:
+        # Measured wrong on the H200 (max abs error 0.3-0.8 on every shape, Triton 3.6),
+        # right in the interpreter and at 32 and 64; cause not established.
+        raise ValueError("the MXFP4 kernel needs block_n >= 32")
+    kv_fp4 = kv_fp4 if kv_fp4.dtype == torch.uint8 else kv_fp4.view(torch.uint8)
+    _check_rows(kv_fp4, form)
+    if form.whole_tiles:
+        if kv_fp4.shape[0] < launch.block_n:
+            raise ValueError(f"the mxfp4 form {form.name} needs a KV buffer of at least {launch.block_n} rows "
+                             f"(one tile), not {kv_fp4.shape[0]}")
+        if kv_scales.shape[0] < kv_fp4.shape[0]:
+            raise ValueError(f"the mxfp4 form {form.name} needs a scale row for every KV row "
+                             f"({kv_scales.shape[0]} scale rows, {kv_fp4.shape[0]} KV rows)")
+    return kv_fp4, kv_scales if kv_scales.dtype == torch.uint8 else kv_scales.view(torch.uint8)
+
+
+def triton_kv_operands(kv_data, kv_format: str, launch) -> tuple:
+    """(KV buffer, its scale or scales) as the decode kernel takes them for kv_format."""
+    if kv_format == "mxfp4":
+        return _mxfp4_operands(*kv_data["mxfp4"], launch)
+    form = kernel_form(kv_format, launch.form)
+    buffer = kv_data["fp8"][0]
+    if form.kv_dtype is not None and buffer.dtype != form.kv_dtype:
+        raise ValueError(f"the fp8 form {form.name} reads {form.kv_dtype} bytes, not {buffer.dtype}")
+    _check_rows(buffer, form)
+    return tuple(kv_data["fp8"])
+
+
+def _wave_groups(form: KernelForm, launch) -> int:
+    """The decode kernel's WAVE_GROUPS: num_warps for a wave form (each group at least 16
+    rows, the smallest MFMA side), num_warps / 2 for a Gluon launch on NVIDIA (a group is
+    64 threads), 1 for the others."""
+    if not form.wave_groups:
+        return 1
+    groups = launch.num_warps // 2 if launch.gluon_arch == "ampere" else launch.num_warps
+    if launch.block_n % groups or launch.block_n // groups < 16 or groups & (groups - 1):
+        raise ValueError(f"the {form.kv_format} form {form.name} needs block_n a multiple of 16 x {groups} groups, "
+                         f"a power of two (got block_n {launch.block_n}, num_warps {launch.num_warps})")
+    return groups
+
+
+def _combine_arrivals(launch) -> int:
+    """The decode kernel's ARRIVALS: what one program adds to its sequence's counter with
+    the in-kernel combine, one a thread (64 a warp: one a lane of AMD's 64-lane waves, two
+    on NVIDIA's 32) where each thread releases its own stores, else 1; 0 without it."""
+    if not launch.combine_in_kernel:
+        return 0
+    return launch.num_warps * 64 if launch.each_thread_releases else 1
+
+
+def _combine_columns(splits: int) -> int:
+    # Output columns a combine program owns: its (splits x columns) tile of partials is at
+    # most 8192 values (64 registers a thread at 4 warps), loaded at once.
+    return max(16, min(V_HEAD_DIM, 8192 // triton.next_power_of_2(splits)))
+
+
+def _combine_grid(batch: int, splits: int) -> tuple:
+    return batch, NUM_HEADS, V_HEAD_DIM // _combine_columns(splits)
+
+
+def _check_gluon_launch(device, launch) -> None:
+    # A Gluon launch runs only on the architecture it was built for; "meta" tensors
+    # (tools/compile_target.py compiling for a named target) are not run.
+    if device.type == "meta":
+        return
+    arch = _device_sms_and_arch(device)[1]
+    check_gluon_here(arch)
+    if gluon_arch(arch) != launch.gluon_arch:
+        raise ValueError(f"a Gluon launch built for {launch.gluon_arch} cannot run on {arch}")
+
+
+def decode_arguments(kv_format: str, launch, q, kv, kv_scale, sm_scale: float, scratch) -> tuple:
+    """(The decode kernel's arguments after the call's tensors, the combine kernel's or None
+    with one split or the in-kernel combine), by name: all fixed by the shapes and strides
+    a plan is keyed on, so a runner builds them on its first call."""
+    form = form_of_launch(kv_format, launch)
+    if launch.hw_convert and q.device.type == "cuda" and _device_sms_and_arch(q.device)[1] != "gfx950":
+        # The convert instruction exists on gfx950 alone; elsewhere the compiler aborts.
+        raise ValueError("hw_convert launches run on gfx950 only (or under the interpreter)")
+    scale_strides = kv_scale.stride() if kv_format == "mxfp4" else (0, 0)
+    largest_offset = max(kv.stride(0) * launch.block_n,
+                         scale_strides[0] * launch.block_n + scale_strides[1] * MXFP4_BLOCKS_PER_ROW)
+    if form.int32_tile_offsets and largest_offset >= 2 ** 31:
+        scales = f" or scale strides {tuple(scale_strides)}" if kv_format == "mxfp4" else ""
+        raise ValueError(f"KV row stride {kv.stride(0)}{scales} too large for {launch.block_n}-row tiles "
+                         f"(the {kv_format} form {form.name}'s in-tile offsets are 32-bit)")
+    if form.language == "gluon":
+        _check_gluon_launch(q.device, launch)
+    decode = form.arguments(form, launch, q, kv, kv_scale, sm_scale, scratch)
+    splits = launch.num_splits
+    if splits == 1 or launch.combine_in_kernel:
+        return decode, None
+    return decode, dict(part_o_ptr=scratch.part_o, part_lse_ptr=scratch.part_lse, total_q=q.shape[0],
+                        num_splits=splits, stride_o_tok=NUM_HEADS * V_HEAD_DIM, stride_o_head=V_HEAD_DIM,
+                        SPLITS_POW2=triton.next_power_of_2(splits), COLUMNS=_combine_columns(splits))
+
+
+@dataclasses.dataclass(frozen=True)
+class KernelCall:
+    """One launch: the JIT function, its grid, its arguments by parameter name and its
+    compile options. The runners launch these; tools/compile_target.py and the gfx950
+    emulator compile the same calls for other targets."""
+    kernel: object
+    grid: tuple
+    arguments: dict
+    options: dict
+
+    @property
+    def args(self) -> tuple:
+        """The arguments in the kernel's parameter order (what a compiler or an emulator binds)."""
+        return tuple(self.arguments[name] for name in self.kernel.arg_names)
+
+    def launch(self) -> None:
+        self.kernel[self.grid](**self.arguments, **self.options)
+
+
+def decode_calls(kv_format: str, launch, arguments: tuple, q, kv, kv_scale, qo_indptr, kv_indptr,
+                 out) -> list[KernelCall]:
+    """The launches of one decode call: the form's kernel on the call's tensors with the
+    plan's `arguments` (decode_arguments), then the split combine if any."""
+    batch = kv_indptr.shape[0] - 1
+    if batch <= 0:
+        return []
+    decode, combine = arguments
+    form = kernel_form(kv_format, launch.form)
+    # A Gluon kernel's ring is its own (its STAGES argument): compiled with one stage.
+    options = dict(num_warps=launch.num_warps, num_stages=1 if form.language == "gluon" else launch.num_stages)
+    if launch.waves_per_eu:
+        options["waves_per_eu"] = launch.waves_per_eu
+    tensors = dict(q_ptr=q, kv_ptr=kv, kv_scale_ptr=kv_scale, qo_indptr_ptr=qo_indptr, kv_indptr_ptr=kv_indptr,
+                   out_ptr=out)
+    calls = [KernelCall(form.kernel, (launch.num_splits, batch), {**tensors, **decode}, options)]
+    if combine is not None:
+        calls.append(KernelCall(_combine_splits_kernel, _combine_grid(batch, launch.num_splits),
+                                dict(qo_indptr_ptr=qo_indptr, out_ptr=out, **combine), dict(num_warps=4, num_stages=1)))
+    return calls
+
+
+def triton_decode(kv_format: str, q, kv, kv_scale, qo_indptr, kv_indptr, sm_scale: float, out, scratch,
+                  launch) -> None:
+    """One decode call on operands as triton_kv_operands gives them, its arguments built anew."""
+    arguments = decode_arguments(kv_format, launch, q, kv, kv_scale, sm_scale, scratch)
+    for call in decode_calls(kv_format, launch, arguments, q, kv, kv_scale, qo_indptr, kv_indptr, out):
+        call.launch()
+
+
+def triton_mxfp4_decode(q, kv_fp4_u8, kv_scales_u8, qo_indptr, kv_indptr, sm_scale: float, out, scratch,
+                        launch) -> None:
+    """kv_fp4_u8: (total_kv, 1, 288) or (total_kv, 288) bytes; kv_scales_u8: 2D e8m0 bytes,
+    trimmed (total_kv, 18) or padded, read through its strides."""
+    kv, scales = _mxfp4_operands(kv_fp4_u8, kv_scales_u8, launch)
+    triton_decode("mxfp4", q, kv, scales, qo_indptr, kv_indptr, sm_scale, out, scratch, launch)
+
+
+def triton_fp8_decode(q, kv_fp8, kv_scale, qo_indptr, kv_indptr, sm_scale: float, out, scratch, launch) -> None:
+    """kv_fp8: (total_kv, 1, 576) e4m3; kv_scale: float32 tensor of one element (read on device)."""
+    triton_decode("fp8", q, kv_fp8, kv_scale, qo_indptr, kv_indptr, sm_scale, out, scratch, launch)
+
+
+# -------------------------------------------------------------------------------------
+# 3.2 Settings, validation and the call's shape
+# -------------------------------------------------------------------------------------
 PLAN_CACHE_SIZE = 64          # plans are small; the bound keeps a long-running process flat
 TORCH_CHUNK_ELEMENTS = 1 << 25  # fp32 KV elements the torch route holds at once (128 MiB)
 AUTOPICK_WARMUP = 2
@@ -2291,25 +2774,6 @@ def _check_interpret_setting() -> None:
         raise ValueError(f"TRITON_INTERPRET={value!r}: set it to 1 (Triton's interpreter) or 0 / "
                          f"unset; submission.py reads no other spelling, and Triton may read this "
                          f"one as on")
-
-
-# =====================================================================================
-# aiter (ROCm only). Every aiter call in this file goes through `aiter_ops`, so tests can
-# substitute a recording fake and the contract test can find each call site.
-# =====================================================================================
-def _load_aiter_ops():
-    try:
-        from aiter import get_mla_metadata_info_v1, get_mla_metadata_v1
-        from aiter.mla import mla_decode_fwd
-    except Exception:  # not ROCm, or aiter absent / broken: the other routes serve
-        return None
-    from types import SimpleNamespace
-    return SimpleNamespace(mla_decode_fwd=mla_decode_fwd,
-                           get_mla_metadata_info_v1=get_mla_metadata_info_v1,
-                           get_mla_metadata_v1=get_mla_metadata_v1)
-
-
-aiter_ops = _load_aiter_ops()
 
 
 # =====================================================================================
@@ -2453,6 +2917,9 @@ def _new_output(q) -> torch.Tensor:
     return torch.empty((q.shape[0], NUM_HEADS, V_HEAD_DIM), dtype=torch.bfloat16, device=q.device)
 
 
+# -------------------------------------------------------------------------------------
+# 3.3 Routes: each offers runners (variants) for a call's shape; ROUTES lists them
+# -------------------------------------------------------------------------------------
 # =====================================================================================
 # Route: torch. Any device, any lengths, any q_seq_len: the always-correct fallback.
 # Exact fp32 attention over the most precise KV format present, in bounded chunks.
@@ -2544,7 +3011,9 @@ class TorchRoute:
 
 
 # =====================================================================================
-# Route: Triton split-K decode over MXFP4 or fp8 (kernels above). q_seq_len 1 only.
+# Route: Triton split-K decode over MXFP4 or fp8 (section 2's kernels, section 3.1's
+# forms): "triton_<format>" serves the forms Triton compiles, in its Triton language or
+# its Gluon dialect. q_seq_len 1 only.
 # =====================================================================================
 class TritonRunner:
     def __init__(self, shape: CallShape, kv_format: str, launch, scratch: TritonScratch | None = None):
@@ -2552,7 +3021,7 @@ class TritonRunner:
         GPU memory-safety test hands in views fenced by poison)."""
         self.kv_format = kv_format
         self.launch = launch
-        self.form = launch.form or KERNEL_FORMS[kv_format][0]  # hw_convert decodes the same values
+        self.form = kernel_form(kv_format, launch.form).name  # hw_convert decodes the same values
         self.sm_scale = shape.sm_scale
         self.batch = shape.batch
         self.needs_contiguous_q = not shape.q_contiguous
@@ -2564,12 +3033,8 @@ class TritonRunner:
                 _require(given.is_contiguous() and given.device == made.device, ValueError,
                          f"scratch.{field.name}: must be contiguous on {made.device}")
             self.scratch = scratch
-        self.tails = None  # the kernels' plan-constant arguments, from the first call
-        combine = ",combine=in_kernel" if launch.combine_in_kernel and launch.num_splits > 1 else ""
-        waves = f",waves_per_eu={launch.waves_per_eu}" if launch.waves_per_eu else ""
-        self.label = (f"triton_{kv_format}[form={kernel_form(kv_format, launch).split('_', 1)[1]},"
-                      f"splits={launch.num_splits},block_n={launch.block_n},warps={launch.num_warps},"
-                      f"stages={launch.num_stages}{waves}{combine}]")
+        self.arguments = None  # the kernels' plan-constant arguments (decode_arguments), from the first call
+        self.label = launch_label(kv_format, launch)
 
     def __call__(self, q, kv_data, qo_indptr, kv_indptr, out=None):
         """out: the (total_q, 16, 512) bf16 tensor to write (a new one when None)."""
@@ -2581,10 +3046,12 @@ class TritonRunner:
             _check_tensor("out", out, (torch.bfloat16,), (q.shape[0], NUM_HEADS, V_HEAD_DIM))
             _require(out.is_contiguous(), ValueError, "out: must be contiguous (the kernels write it so)")
         kv, kv_scale = triton_kv_operands(kv_data, self.kv_format, self.launch)
-        if self.tails is None:
-            self.tails = decode_tails(q, kv, kv_scale, self.kv_format, self.sm_scale, self.scratch,
-                                      self.launch)
-        _launch_decode((q, kv, kv_scale, qo_indptr, kv_indptr, out), self.tails, self.launch)
+        if self.arguments is None:
+            self.arguments = decode_arguments(self.kv_format, self.launch, q, kv, kv_scale, self.sm_scale,
+                                              self.scratch)
+        for call in decode_calls(self.kv_format, self.launch, self.arguments, q, kv, kv_scale, qo_indptr,
+                                 kv_indptr, out):
+            call.launch()
         return out
 
 
@@ -2609,10 +3076,10 @@ class TritonRoute:
     def __init__(self, kv_format: str):
         self.kv_format = kv_format
         self.name = f"triton_{kv_format}"
-        self.forms = KERNEL_FORMS[kv_format]  # MLA_ROUTE=triton_<format>:<form> offers that form alone
+        self.forms = tuple(form.name for form in forms_of(kv_format))  # MLA_ROUTE=triton_<format>:<form>: that form alone
 
     def unavailable_reason(self, device: torch.device, form: str = "") -> str | None:
-        if form in _GLUON_FORMS:  # compiled on a GPU Gluon has an ARCH for, never interpreted
+        if form and kernel_form(self.kv_format, form).language == "gluon":  # compiled on a GPU with a Gluon ARCH
             try:
                 check_gluon_here(_device_sms_and_arch(device)[1])
             except ValueError as error:
@@ -2620,11 +3087,9 @@ class TritonRoute:
             return None
         if device.type == "cuda" or os.environ.get("TRITON_INTERPRET") == "1":   # as _runs_triton_here
             return None
-        return ("Triton kernels run on a GPU; on a CPU only under TRITON_INTERPRET=1, which is "
-                "slow: the task's smallest test case (4 x 1024), the autopick's candidates "
-                "included, took 3 min forced to triton_fp8 and 6 min to triton_mxfp4 on a 2-core "
-                "machine at load 4.7 (docs/commands.md), hours for its larger ones, so give "
-                "eval.py a small cases file")
+        return ("Triton kernels run on a GPU; on a CPU only under TRITON_INTERPRET=1, which runs them in "
+                "Python: minutes for the task's smallest test case (4 x 1024), hours for its larger ones "
+                "(docs/commands.md gives measured times), so give eval.py a small cases file")
 
     def variants(self, shape: CallShape, form: str = "") -> list:
         if shape.q_seq_len != 1 or self.kv_format not in shape.formats or not _runs_triton_here(shape.device):
@@ -2635,21 +3100,9 @@ class TritonRoute:
 
 
 # =====================================================================================
-# Q quantizer for a8w8: bf16 -> fp8 per tensor in two launches, no host sync. Its bytes
-# and scale equal reference.quantize_fp8's, which computes in bfloat16: amax = max|q|
-# (exact), clamped to >= 1e-12; scale = amax / fp8_max rounded to bf16; q / scale as an
-# fp32 division rounded to fp32, then to bf16; clamped to +-fp8_max; cast to fp8 (nearest,
-# ties to even). The kernels repeat every rounding with integer ops where they can, so the
-# bytes are the same on every backend and in the interpreter (whose own bf16 and fp8 casts
-# truncate or round ties away): bf16 in and out through its bits, the division by div_rn
-# (IEEE rounding; Triton's `/` may be approximate), the fp8 byte assembled from the bits.
-#   Launch 1: each program writes the largest |q| of its blocks (as fp32 bits: for
-#             non-negative floats the integer order is the float order, and NaN's bits are
-#             above inf's, so an integer max propagates NaN) to a partials buffer.
-#   Launch 2: each program reduces all partials, computes the scale (program 0 stores it)
-#             and quantizes its blocks.
-# Scratch (partials, the fp8 Q, the scale) is shape-only: allocated once per plan by the
-# aiter route, written in full by every call before it is read.
+# The a8w8 Q quantizer's host side (its kernels: section 2.4). Scratch (partials, the fp8 Q,
+# the scale) is shape-only: allocated once per plan by the aiter route, written in full by
+# every call before it is read.
 # =====================================================================================
 Q_FP8_BLOCK = 4096          # elements a program handles per step
 Q_FP8_MAX_PARTIALS = 1024   # programs per launch at most; beyond, a program takes several blocks
@@ -2659,91 +3112,6 @@ _Q_FP8_AMAX_FLOOR_BITS = int(torch.zeros((), dtype=torch.bfloat16).clamp(min=1e-
 # fp8 format -> (exponent bias, NaN byte, has a negative zero). e4m3fn's NaN is 0x7F with
 # either sign (the byte written here is 0x7F); e4m3fnuz's only NaN is 0x80, and it has no -0.
 _Q_FP8_FORMATS = {torch.float8_e4m3fn: (7, 0x7F, True), torch.float8_e4m3fnuz: (8, 0x80, False)}
-
-
-@triton.jit
-def _bf16_bits_to_f32(bits16):
-    # Exact, subnormals included (the interpreter's bf16 -> fp32 cast flushes them).
-    return (bits16.to(tl.int32) << 16).to(tl.float32, bitcast=True)
-
-
-@triton.jit
-def _q_abs_bits(q_ptr, offs, n):
-    # |q| as fp32 bits; 0 past the end.
-    bits16 = tl.load(q_ptr + offs, mask=offs < n, other=0.0).to(tl.int16, bitcast=True)
-    return (bits16 & 0x7FFF).to(tl.int32) << 16
-
-
-@triton.jit
-def _round_to_bf16(x):
-    """x >= 0 (or NaN) rounded to the nearest bf16, ties to even; kept in fp32."""
-    bits = x.to(tl.int32, bitcast=True)
-    rounded = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16) << 16
-    return tl.where(x != x, x, rounded.to(tl.float32, bitcast=True))
-
-
-@triton.jit
-def _e4m3_magnitude_code(y, BIAS: tl.constexpr, NAN_CODE: tl.constexpr):
-    """The low 7 bits (exponent, mantissa) of the e4m3 byte nearest to y, ties to even;
-    y in [0, fp8 max] and a bf16 value held in fp32, or NaN (-> NAN_CODE)."""
-    bits = y.to(tl.int32, bitcast=True)
-    exponent = bits >> 23
-    # Normal results: rebias the exponent, drop 20 of the 23 mantissa bits (a carry
-    # into the exponent is the right result).
-    rebased = bits - ((127 - BIAS) << 23)
-    normal = (rebased + 0x7FFFF + ((rebased >> 20) & 1)) >> 20
-    # Subnormal results: the 24-bit significand in units of 2^(-BIAS-2), the fp8 step;
-    # rounding up to 8 gives the smallest normal code, as it should.
-    significand = (bits & 0x7FFFFF) | tl.where(exponent > 0, 0x800000, 0)
-    shift = tl.minimum(148 - BIAS - tl.maximum(exponent, 1), 31)
-    shift = tl.maximum(shift, 21)
-    half_minus_one = (tl.full(shift.shape, 1, tl.int32) << (shift - 1)) - 1
-    subnormal = (significand + half_minus_one + ((significand >> shift) & 1)) >> shift
-    code = tl.where(exponent >= 128 - BIAS, normal, subnormal)
-    return tl.where(y != y, NAN_CODE, code)
-
-
-@triton.jit
-def _q_abs_max_partial(q_ptr, n, blocks_per_program, BLOCK: tl.constexpr):
-    """This program's largest |q|, as fp32 bits."""
-    first = tl.program_id(0).to(tl.int64) * blocks_per_program * BLOCK
-    largest = tl.zeros([BLOCK], dtype=tl.int32)
-    for block in range(blocks_per_program):
-        offs = first + block * BLOCK + tl.arange(0, BLOCK)
-        largest = tl.maximum(largest, _q_abs_bits(q_ptr, offs, n))
-    return tl.max(largest, axis=0)
-
-
-@triton.jit
-def _q_abs_max_partials_kernel(q_ptr, partials_ptr, n, blocks_per_program, BLOCK: tl.constexpr):
-    tl.store(partials_ptr + tl.program_id(0), _q_abs_max_partial(q_ptr, n, blocks_per_program, BLOCK))
-
-
-@triton.jit
-def _q_fp8_quantize_kernel(q_ptr, partials_ptr, out_ptr, scale_ptr, n, num_partials, blocks_per_program,
-                           AMAX_FLOOR_BITS: tl.constexpr, FP8_MAX: tl.constexpr, BIAS: tl.constexpr,
-                           NAN_CODE: tl.constexpr, NEGATIVE_ZERO: tl.constexpr, BLOCK: tl.constexpr,
-                           MAX_PARTIALS: tl.constexpr):
-    slots = tl.arange(0, MAX_PARTIALS)
-    amax_bits = tl.max(tl.load(partials_ptr + slots, mask=slots < num_partials, other=0), axis=0)
-    amax = tl.maximum(amax_bits, AMAX_FLOOR_BITS).to(tl.float32, bitcast=True)
-    scale = _round_to_bf16(tl.math.div_rn(amax, tl.full([], FP8_MAX, tl.float32)))
-    if tl.program_id(0) == 0:
-        tl.store(scale_ptr, scale)
-    first = tl.program_id(0).to(tl.int64) * blocks_per_program * BLOCK
-    for block in range(blocks_per_program):
-        offs = first + block * BLOCK + tl.arange(0, BLOCK)
-        bits16 = tl.load(q_ptr + offs, mask=offs < n, other=0.0).to(tl.int16, bitcast=True)
-        magnitude = _bf16_bits_to_f32(bits16 & 0x7FFF)
-        y = _round_to_bf16(tl.math.div_rn(magnitude, scale))
-        # The reference's clamp: bf16 inputs never pass fp8_max by more than the scale's
-        # rounding (2^-8), which rounds back to fp8_max anyway.
-        code = _e4m3_magnitude_code(tl.where(y > FP8_MAX, FP8_MAX, y), BIAS, NAN_CODE)
-        signed = (bits16 < 0) & (code != NAN_CODE)
-        if not NEGATIVE_ZERO:
-            signed = signed & (code != 0)
-        byte = code | tl.where(signed, 0x80, 0)
-        tl.store(out_ptr + offs, byte.to(tl.uint8), mask=offs < n)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -2782,7 +3150,8 @@ def make_q_fp8_scratch(q_shape, fp8_dtype, device, block: int = Q_FP8_BLOCK,
 def q_fp8_calls(q, scratch: QFp8Scratch) -> list[KernelCall]:
     """The two launches that quantize the contiguous bf16 `q` into `scratch`."""
     return [KernelCall(_q_abs_max_partials_kernel, (scratch.programs,),
-                       (q, scratch.partials, q.numel(), scratch.blocks_per_program, scratch.block),
+                       dict(q_ptr=q, partials_ptr=scratch.partials, n=q.numel(),
+                            blocks_per_program=scratch.blocks_per_program, BLOCK=scratch.block),
                        dict(num_warps=4)),
             q_fp8_quantize_call(q, scratch)]
 
@@ -2791,10 +3160,11 @@ def q_fp8_quantize_call(q, scratch: QFp8Scratch) -> KernelCall:
     """The second launch: the scale from the partials, then Q's fp8 bytes."""
     bias, nan_code, negative_zero = _Q_FP8_FORMATS[scratch.q_fp8.dtype]
     return KernelCall(_q_fp8_quantize_kernel, (scratch.programs,),
-                      (q, scratch.partials, scratch.q_fp8_bytes, scratch.scale, q.numel(), scratch.programs,
-                       scratch.blocks_per_program, _Q_FP8_AMAX_FLOOR_BITS,
-                       torch.finfo(scratch.q_fp8.dtype).max, bias, nan_code, negative_zero, scratch.block,
-                       scratch.max_partials),
+                      dict(q_ptr=q, partials_ptr=scratch.partials, out_ptr=scratch.q_fp8_bytes, scale_ptr=scratch.scale,
+                           n=q.numel(), num_partials=scratch.programs, blocks_per_program=scratch.blocks_per_program,
+                           AMAX_FLOOR_BITS=_Q_FP8_AMAX_FLOOR_BITS, FP8_MAX=torch.finfo(scratch.q_fp8.dtype).max,
+                           BIAS=bias, NAN_CODE=nan_code, NEGATIVE_ZERO=negative_zero, BLOCK=scratch.block,
+                           MAX_PARTIALS=scratch.max_partials),
                       dict(num_warps=4))
 
 
@@ -2864,117 +3234,40 @@ KV_LENGTH_CHECK_BLOCK = 1024  # kv_indptr entries the checks read per step
 _FP32_NAN_BITS = 0x7FC00000
 
 
-@triton.jit
-def _check_kv_lengths(kv_indptr_ptr, kv_indptr_stride, fallback_kv_indptr_ptr, checked_kv_indptr_ptr,
-                      last_page_lens_ptr, batch, total_kv, MIN_KV_LEN: tl.constexpr, BLOCK: tl.constexpr):
-    """Whether the call's kv_indptr is refused: a sequence of fewer than MIN_KV_LEN tokens,
-    or a range outside [0, total_kv]. Writes the kv_indptr aiter reads (the call's; when
-    refused, the plan's valid one instead) and its lengths, aiter's last-page lengths."""
-    first_token = tl.load(kv_indptr_ptr).to(tl.int64)
-    last_token = tl.load(kv_indptr_ptr + batch * kv_indptr_stride).to(tl.int64)
-    refused = (first_token < 0) | (last_token > total_kv)
-    for first in range(0, batch, BLOCK):
-        seq = first + tl.arange(0, BLOCK)
-        inside = seq < batch
-        starts = tl.load(kv_indptr_ptr + seq * kv_indptr_stride, mask=inside, other=0).to(tl.int64)
-        ends = tl.load(kv_indptr_ptr + (seq + 1) * kv_indptr_stride, mask=inside, other=0).to(tl.int64)
-        short = inside & (ends - starts < MIN_KV_LEN)
-        refused = refused | (tl.max(short.to(tl.int32), axis=0) > 0)
-    for first in range(0, batch, BLOCK):
-        seq = first + tl.arange(0, BLOCK)
-        inside = seq < batch
-        starts = tl.where(refused, tl.load(fallback_kv_indptr_ptr + seq, mask=inside, other=0),
-                          tl.load(kv_indptr_ptr + seq * kv_indptr_stride, mask=inside, other=0))
-        ends = tl.where(refused, tl.load(fallback_kv_indptr_ptr + seq + 1, mask=inside, other=0),
-                        tl.load(kv_indptr_ptr + (seq + 1) * kv_indptr_stride, mask=inside, other=0))
-        tl.store(checked_kv_indptr_ptr + seq, starts, mask=inside)
-        tl.store(last_page_lens_ptr + seq, ends - starts, mask=inside)
-    tl.store(checked_kv_indptr_ptr + batch,
-             tl.where(refused, tl.load(fallback_kv_indptr_ptr + batch), last_token.to(tl.int32)))
-    return refused
+# =====================================================================================
+# aiter (ROCm only). Every aiter call in this file goes through `aiter_ops`, so tests can
+# substitute a recording fake and the contract test can find each call site.
+# =====================================================================================
+def _load_aiter_ops():
+    try:
+        from aiter import get_mla_metadata_info_v1, get_mla_metadata_v1
+        from aiter.mla import mla_decode_fwd
+    except Exception:  # not ROCm, or aiter absent / broken: the other routes serve
+        return None
+    from types import SimpleNamespace
+    return SimpleNamespace(mla_decode_fwd=mla_decode_fwd,
+                           get_mla_metadata_info_v1=get_mla_metadata_info_v1,
+                           get_mla_metadata_v1=get_mla_metadata_v1)
 
 
-@triton.jit
-def _kv_indptr_differs(kv_indptr_ptr, kv_indptr_stride, plan_kv_indptr_ptr, entries, BLOCK: tl.constexpr):
-    """Whether any of the call's `entries` kv_indptr values differs from the plan's."""
-    differs = tl.zeros([], dtype=tl.int32)
-    for first in range(0, entries, BLOCK):
-        index = first + tl.arange(0, BLOCK)
-        inside = index < entries
-        call_values = tl.load(kv_indptr_ptr + index * kv_indptr_stride, mask=inside, other=0)
-        plan_values = tl.load(plan_kv_indptr_ptr + index, mask=inside, other=0)
-        differs = differs | tl.max((call_values != plan_values).to(tl.int32), axis=0)
-    return differs != 0
+aiter_ops = _load_aiter_ops()
 
 
-@triton.jit
-def _q_abs_max_partials_checked_kernel(q_ptr, partials_ptr, n, blocks_per_program, kv_indptr_ptr,
-                                       kv_indptr_stride, fallback_kv_indptr_ptr, checked_kv_indptr_ptr,
-                                       last_page_lens_ptr, batch, total_kv, BLOCK: tl.constexpr,
-                                       MIN_KV_LEN: tl.constexpr, CHECK_BLOCK: tl.constexpr,
-                                       NAN_BITS: tl.constexpr):
-    """The quantizer's first launch with the length check in program 0: a refused call's
-    partial is NaN, so its scale and every Q byte are NaN, and so is aiter's output."""
-    largest = _q_abs_max_partial(q_ptr, n, blocks_per_program, BLOCK)
-    if tl.program_id(0) == 0:
-        refused = _check_kv_lengths(kv_indptr_ptr, kv_indptr_stride, fallback_kv_indptr_ptr,
-                                    checked_kv_indptr_ptr, last_page_lens_ptr, batch, total_kv,
-                                    MIN_KV_LEN, CHECK_BLOCK)
-        largest = tl.where(refused, NAN_BITS, largest)
-    tl.store(partials_ptr + tl.program_id(0), largest)
-
-
-@triton.jit
-def _q_abs_max_partials_compared_kernel(q_ptr, partials_ptr, n, blocks_per_program, kv_indptr_ptr,
-                                        kv_indptr_stride, plan_kv_indptr_ptr, entries, BLOCK: tl.constexpr,
-                                        CHECK_BLOCK: tl.constexpr, NAN_BITS: tl.constexpr):
-    """The quantizer's first launch with the kv_indptr comparison in program 0: a call whose
-    kv_indptr differs from the plan's gets a NaN partial, so its scale and every Q byte
-    are NaN, and so is aiter's output."""
-    largest = _q_abs_max_partial(q_ptr, n, blocks_per_program, BLOCK)
-    if tl.program_id(0) == 0:
-        differs = _kv_indptr_differs(kv_indptr_ptr, kv_indptr_stride, plan_kv_indptr_ptr, entries, CHECK_BLOCK)
-        largest = tl.where(differs, NAN_BITS, largest)
-    tl.store(partials_ptr + tl.program_id(0), largest)
-
-
-@triton.jit
-def _kv_lengths_check_kernel(kv_scale_ptr, checked_kv_scale_ptr, kv_indptr_ptr, kv_indptr_stride,
-                             fallback_kv_indptr_ptr, checked_kv_indptr_ptr, last_page_lens_ptr, batch,
-                             total_kv, MIN_KV_LEN: tl.constexpr, CHECK_BLOCK: tl.constexpr,
-                             NAN_BITS: tl.constexpr):
-    """a16w8's length check: one program; a refused call's KV scale is NaN, and so is
-    aiter's output."""
-    refused = _check_kv_lengths(kv_indptr_ptr, kv_indptr_stride, fallback_kv_indptr_ptr,
-                                checked_kv_indptr_ptr, last_page_lens_ptr, batch, total_kv,
-                                MIN_KV_LEN, CHECK_BLOCK)
-    nan = tl.full([], NAN_BITS, tl.int32).to(tl.float32, bitcast=True)
-    tl.store(checked_kv_scale_ptr, tl.where(refused, nan, tl.load(kv_scale_ptr)))
-
-
-@triton.jit
-def _kv_indptr_compare_kernel(kv_scale_ptr, checked_kv_scale_ptr, kv_indptr_ptr, kv_indptr_stride,
-                              plan_kv_indptr_ptr, entries, CHECK_BLOCK: tl.constexpr, NAN_BITS: tl.constexpr):
-    """a16w8's kv_indptr comparison: one program; a call whose kv_indptr differs from the
-    plan's gets a NaN KV scale, and so does aiter's output."""
-    differs = _kv_indptr_differs(kv_indptr_ptr, kv_indptr_stride, plan_kv_indptr_ptr, entries, CHECK_BLOCK)
-    nan = tl.full([], NAN_BITS, tl.int32).to(tl.float32, bitcast=True)
-    tl.store(checked_kv_scale_ptr, tl.where(differs, nan, tl.load(kv_scale_ptr)))
-
-
-def q_fp8_guarded_calls(q, scratch: QFp8Scratch, variant, guard_args: tuple) -> list[KernelCall]:
+def q_fp8_guarded_calls(q, scratch: QFp8Scratch, variant, guard_arguments: dict) -> list[KernelCall]:
     """a8w8's two launches: the quantizer's, its first also running the aiter variant's guard
-    on kv_indptr (variant.Q_GUARD_KERNEL; guard_args: its arguments but the constants)."""
+    on kv_indptr (variant.Q_GUARD_KERNEL; guard_arguments: variant.guard_arguments')."""
     return [KernelCall(variant.Q_GUARD_KERNEL, (scratch.programs,),
-                       (q, scratch.partials, q.numel(), scratch.blocks_per_program, *guard_args,
-                        scratch.block, *variant.GUARD_CONSTANTS), dict(num_warps=4)),
+                       dict(q_ptr=q, partials_ptr=scratch.partials, n=q.numel(),
+                            blocks_per_program=scratch.blocks_per_program, **guard_arguments, BLOCK=scratch.block,
+                            **variant.GUARD_CONSTANTS), dict(num_warps=4)),
             q_fp8_quantize_call(q, scratch)]
 
 
-def kv_scale_guard_call(kv_scale, checked_kv_scale, variant, guard_args: tuple) -> KernelCall:
+def kv_scale_guard_call(kv_scale, checked_kv_scale, variant, guard_arguments: dict) -> KernelCall:
     """a16w8's launch: the aiter variant's guard alone, passing the KV scale through."""
     return KernelCall(variant.KV_SCALE_GUARD_KERNEL, (1,),
-                      (kv_scale, checked_kv_scale, *guard_args, *variant.GUARD_CONSTANTS), dict(num_warps=4))
+                      dict(kv_scale_ptr=kv_scale, checked_kv_scale_ptr=checked_kv_scale, **guard_arguments,
+                           **variant.GUARD_CONSTANTS), dict(num_warps=4))
 
 
 def _check_kv_lengths_torch(kv_indptr, fallback_kv_indptr, checked_kv_indptr, last_page_lens,
@@ -2993,7 +3286,7 @@ class AiterRunner:
     per-call guard on kv_indptr (fused into the a8w8 quantizer's first launch; a16w8's own
     launch) that makes what aiter reads NaN when it refuses the call. A variant defines
     `metadata` (its name), the guard (Q_GUARD_KERNEL, KV_SCALE_GUARD_KERNEL, GUARD_CONSTANTS,
-    _guard_args, _refused_torch), _aiter_lengths and _metadata_for_call."""
+    guard_arguments, _refused_torch), _aiter_lengths and _metadata_for_call."""
 
     def __init__(self, shape: CallShape, data, q_in_fp8: bool, num_kv_splits: int):
         q, kv_data, qo_indptr, kv_indptr, _ = data
@@ -3043,6 +3336,10 @@ class AiterRunner:
             uni_seqlen_qo=self.q_seq_len, fast_mode=False, max_split_per_batch=self.num_kv_splits,
             intra_batch_mode=True, dtype_q=self.q_dtype, dtype_kv=self.kv_dtype)
 
+    def _guard_arguments(self, kv_indptr) -> dict:
+        return self.guard_arguments(kv_indptr, self.plan_kv_indptr, self.aiter_kv_indptr, self.kv_last_page_len,
+                                    self.batch, self.total_kv)
+
     def _quantize_q_and_guard(self, q, kv_indptr):
         """a8w8: the quantizer's two launches, the first also guarding kv_indptr.
         Returns the Q and Q scale aiter is to read."""
@@ -3051,7 +3348,7 @@ class AiterRunner:
             _quantize_q_fp8_torch(q, scratch)
             scratch.scale.masked_fill_(self._refused_torch(kv_indptr), float("nan"))
             return scratch.q_fp8, scratch.scale
-        for call in q_fp8_guarded_calls(q, scratch, self, self._guard_args(kv_indptr)):
+        for call in q_fp8_guarded_calls(q, scratch, self, self._guard_arguments(kv_indptr)):
             call.launch()
         return scratch.q_fp8, scratch.scale
 
@@ -3060,7 +3357,7 @@ class AiterRunner:
         if not self.launches_triton:
             self.checked_kv_scale.copy_(kv_scale.masked_fill(self._refused_torch(kv_indptr), float("nan")))
             return self.checked_kv_scale
-        kv_scale_guard_call(kv_scale, self.checked_kv_scale, self, self._guard_args(kv_indptr)).launch()
+        kv_scale_guard_call(kv_scale, self.checked_kv_scale, self, self._guard_arguments(kv_indptr)).launch()
         return self.checked_kv_scale
 
     def __call__(self, q, kv_data, qo_indptr, kv_indptr):
@@ -3093,15 +3390,20 @@ class AiterPerCallRunner(AiterRunner):
     metadata = "per_call"
     Q_GUARD_KERNEL = _q_abs_max_partials_checked_kernel
     KV_SCALE_GUARD_KERNEL = _kv_lengths_check_kernel
-    GUARD_CONSTANTS = (AITER_MIN_KV_LEN, KV_LENGTH_CHECK_BLOCK, _FP32_NAN_BITS)
+    GUARD_CONSTANTS = dict(MIN_KV_LEN=AITER_MIN_KV_LEN, CHECK_BLOCK=KV_LENGTH_CHECK_BLOCK, NAN_BITS=_FP32_NAN_BITS)
 
     def _aiter_lengths(self) -> tuple:
         return (torch.empty(self.batch + 1, dtype=torch.int32, device=self.plan_kv_indptr.device),
                 torch.empty(self.batch, dtype=torch.int32, device=self.plan_kv_indptr.device))
 
-    def _guard_args(self, kv_indptr) -> tuple:
-        return (kv_indptr, kv_indptr.stride(0), self.plan_kv_indptr, self.aiter_kv_indptr,
-                self.kv_last_page_len, self.batch, self.total_kv)
+    @staticmethod
+    def guard_arguments(kv_indptr, plan_kv_indptr, aiter_kv_indptr, last_page_lens, batch: int,
+                        total_kv: int) -> dict:
+        """The length check's arguments but its constants: the call's kv_indptr, the plan's
+        (what aiter reads when the call is refused), and where the check writes what aiter reads."""
+        return dict(kv_indptr_ptr=kv_indptr, kv_indptr_stride=kv_indptr.stride(0),
+                    fallback_kv_indptr_ptr=plan_kv_indptr, checked_kv_indptr_ptr=aiter_kv_indptr,
+                    last_page_lens_ptr=last_page_lens, batch=batch, total_kv=total_kv)
 
     def _refused_torch(self, kv_indptr) -> torch.Tensor:
         return _check_kv_lengths_torch(kv_indptr, self.plan_kv_indptr, self.aiter_kv_indptr,
@@ -3118,7 +3420,7 @@ class AiterCachedRunner(AiterRunner):
     metadata = "cached"
     Q_GUARD_KERNEL = _q_abs_max_partials_compared_kernel
     KV_SCALE_GUARD_KERNEL = _kv_indptr_compare_kernel
-    GUARD_CONSTANTS = (KV_LENGTH_CHECK_BLOCK, _FP32_NAN_BITS)
+    GUARD_CONSTANTS = dict(CHECK_BLOCK=KV_LENGTH_CHECK_BLOCK, NAN_BITS=_FP32_NAN_BITS)
 
     def __init__(self, shape: CallShape, data, q_in_fp8: bool, num_kv_splits: int):
         super().__init__(shape, data, q_in_fp8, num_kv_splits)
@@ -3127,8 +3429,13 @@ class AiterCachedRunner(AiterRunner):
     def _aiter_lengths(self) -> tuple:
         return self.plan_kv_indptr, self.plan_kv_indptr[1:] - self.plan_kv_indptr[:-1]
 
-    def _guard_args(self, kv_indptr) -> tuple:
-        return kv_indptr, kv_indptr.stride(0), self.plan_kv_indptr, self.batch + 1
+    @staticmethod
+    def guard_arguments(kv_indptr, plan_kv_indptr, aiter_kv_indptr, last_page_lens, batch: int,
+                        total_kv: int) -> dict:
+        """The comparison's arguments but its constants: the call's kv_indptr and the plan's
+        (aiter reads the plan's own; the other arguments are the length check's)."""
+        return dict(kv_indptr_ptr=kv_indptr, kv_indptr_stride=kv_indptr.stride(0), plan_kv_indptr_ptr=plan_kv_indptr,
+                    entries=batch + 1)
 
     def _refused_torch(self, kv_indptr) -> torch.Tensor:
         return (kv_indptr != self.plan_kv_indptr).any()
@@ -3179,6 +3486,9 @@ ROUTES = {route.name: route for route in
           (AiterRoute(), TritonRoute("mxfp4"), TritonRoute("fp8"), TorchRoute())}
 
 
+# -------------------------------------------------------------------------------------
+# 3.4 Verification, timing, the autopick, plans and custom_kernel
+# -------------------------------------------------------------------------------------
 # =====================================================================================
 # Verification: what the autopick demands of a candidate's output on the plan's first
 # input, before it is timed. Once per plan, never per call.
@@ -3217,15 +3527,16 @@ FORM_ERROR_BOUNDS = {
     ("mxfp4", "waves"): ErrorBound(sequence_rms=0.089, element=0.75),
     ("fp8", "a8w8"): ErrorBound(sequence_rms=0.089, element=0.66),
 }
-# Per KV format: the bound of a form not measured (aiter's a16w8; a new form until
-# bench/verify_errors.py has measured it), 3x the worst over every route and form of the
-# format as of 2026-11-30 (results/2026-11-30-h200-session2/verify).
+# Per KV format: the bound of a form without a measured bound of its own (aiter's a16w8;
+# a new form until bench/verify_errors.py has measured it): 3x the largest error (sequence
+# RMS, element) that any computation over the format showed in those runs
+# (results/2026-11-30-h200-session2/verify).
 ERROR_BOUNDS = {
-    # torch[bf16] (its bf16 output rounding): 0.17%, 1.8%
+    # exact attention rounded once to bf16 (the torch route): 0.17%, 1.8%
     "bf16": ErrorBound(sequence_rms=0.006, element=0.06),
-    # triton_fp8 form e4m3 (e4m3 Q and P) and the a8w8 reference: 3.6%, 29%
+    # e4m3 Q and P, as the e4m3_waves form multiplies, and the a8w8 reference: 3.6%, 29%
     "fp8": ErrorBound(sequence_rms=0.11, element=0.9),
-    # triton_mxfp4 form scaled (e4m3 Q; the waves form's products are the same): 3.0%, 25%
+    # e4m3 Q against e2m1 K, as the waves and gluon forms multiply: 3.0%, 25%
     "mxfp4": ErrorBound(sequence_rms=0.09, element=0.75),
 }
 

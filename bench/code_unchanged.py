@@ -1,20 +1,29 @@
-"""Is the machine code of every offered specialization the same at two commits, with the
-installed Triton? (A change meant to move code around, not to change it, must leave what
-Triton emits as it was.)
+"""Is every offered kernel specialization, Triton and Gluon, compiled to the same machine code
+at two commits, with the installed Triton?
 
-    python3 -m bench.code_unchanged OLD [NEW] [--language gluon|triton|all]
+    python3 -m bench.code_unchanged OLD [NEW] [--language gluon|triton|all] [--save DIR [--save-only]]
 
-Extracts OLD (and NEW, if given; else this checkout is used) with git archive into a
-temporary folder, compiles in each (a subprocess, TRITON_INTERPRET unset, an empty Triton
-cache) every distinct specialization tools/compile_target.py finds offered for the 8
-benchmark shapes on gfx950 (AMDGCN; the aiter route's Triton launches included) and sm_90
-(PTX), and compares the code: the text before the first debug section, without .loc / .file
-lines (the debug information holds file paths and line numbers, which differ between the
-trees). A specialization is named by its target, kernel, constexprs and launch options, so
-a renamed kernel or constexpr value shows as one name only at each commit. Prints one line
-a specialization; exit status 1 on a difference. A commit from before compile_target.py
-moved to tools/ is read through its bench/compile_target.py.
+OLD and NEW are commits (NEW defaults to this checkout's working tree) or JSON files that an
+earlier run saved with --save. Each tree is extracted with git archive into a temporary
+folder and, in a subprocess run in that tree (TRITON_INTERPRET unset, an empty Triton cache),
+every launch that its compile_target finds offered for the 8 benchmark shapes is specialized
+as Triton's JIT would: on gfx950 (AMDGCN) the Triton routes' decode and combine launches,
+Triton and Gluon forms, and the aiter route's Triton launches (Q quantizer, kv_indptr
+guards); on sm_90 (PTX) the Triton routes' launches. Each distinct specialization of the
+chosen language is compiled once. compile_target is tools/compile_target.py, or in a tree
+from before it moved there bench/compile_target.py (its subprocess gets bench/ on PYTHONPATH).
+
+The two trees' offers are compared position by position (route, format, shape, rank, the
+launch's fields both trees have), and each launch's kernels pairwise by their code: the
+text before the first debug section, without .loc / .file lines and the labels that only
+mark inlined functions' ranges for the debugger (.Ltmp<n>: / $L__tmp<n>:): the debug
+information holds file paths, line numbers and the functions a kernel inlined. Kernels are
+matched by the launch that offers them, not by their constexprs, so a renamed constexpr does
+not hide a change of code or fake one. Prints one line a distinct pair of kernels (the first
+lines of any difference), then a summary; exit status 1 on any difference.
 """
+from __future__ import annotations
+
 import argparse
 import difflib
 import json
@@ -25,79 +34,196 @@ import sys
 import tempfile
 from pathlib import Path
 
+from tools import amdgcn
+
 ROOT = Path(__file__).resolve().parents[1]
 
+# Run inside the tree being compiled: argv[1] the compile_target module to import, argv[2]
+# the language whose kernels are compiled (the others are listed with no code).
 DUMP = r"""
-import importlib.util, json, sys, tempfile
-from pathlib import Path
+import dataclasses, importlib, json, sys, tempfile
 from triton import knobs
-if Path("tools/compile_target.py").exists():
-    from tools import compile_target
-else:  # a tree from before the move: the file sets its own import path
-    spec = importlib.util.spec_from_file_location("compile_target", "bench/compile_target.py")
-    compile_target = sys.modules["compile_target"] = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(compile_target)
-language = sys.argv[1]
-code = {}
+compile_target = importlib.import_module(sys.argv[1])
+language = sys.argv[2]
+
+def plain(value):
+    return value if isinstance(value, (bool, int, float, str, type(None))) else str(value)
+
+dump = {}
 for arch, kind in (("gfx950", "amdgcn"), ("sm_90", "ptx")):
-    launches = compile_target.offered_launches(arch, with_aiter=arch.startswith("gfx"))
-    specs = compile_target.distinct_specializations(launches, compile_target.TARGETS[arch])
+    target = compile_target.TARGETS[arch]
+    offered, kernels, keys = [], {}, {}
     with tempfile.TemporaryDirectory() as cache:
         knobs.cache.dir = cache
-        for spec in specs.values():
-            if language in ("all", spec.language):
-                values = sorted((k, str(v)) for k, v in spec.constexpr_values().items())
-                options = sorted((k, str(v)) for k, v in spec.non_default_options().items())
-                name = f"{arch} {spec.kernel.fn.__name__} {json.dumps(values)} {json.dumps(options)}"
-                code[name] = spec.compile().asm[kind]
-json.dump(code, sys.stdout)
+        for launch in compile_target.offered_launches(arch, with_aiter=arch == "gfx950"):
+            used = []
+            for call in launch.calls:
+                spec = compile_target.specialize(call, target)
+                if spec.identity not in keys:
+                    keys[spec.identity] = str(len(keys))
+                    kernels[keys[spec.identity]] = {
+                        "kernel": spec.kernel.fn.__name__, "language": spec.language,
+                        "constexprs": {k: plain(v) for k, v in spec.constexpr_values().items()},
+                        "options": {k: plain(v) for k, v in spec.non_default_options().items()},
+                        "code": spec.compile().asm[kind] if language in ("all", spec.language) else None}
+                used.append(keys[spec.identity])
+            fields = launch.launch if isinstance(launch.launch, dict) else dataclasses.asdict(launch.launch)
+            offered.append({"route": launch.route, "kv_format": launch.kv_format, "batch": launch.batch,
+                            "kv_len": launch.kv_len, "rank": launch.rank,
+                            "launch": {k: plain(v) for k, v in fields.items()}, "kernels": used})
+    dump[arch] = {"offered": offered, "kernels": kernels}
+json.dump(dump, sys.stdout)
 """
 
 
 def compiled_code(tree: Path, language: str) -> dict:
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    proc = subprocess.run([sys.executable, "-c", DUMP, language], cwd=tree, env=env, capture_output=True, text=True,
-                          timeout=3600)
+    env = {k: v for k, v in os.environ.items() if k not in ("TRITON_INTERPRET", "PYTHONPATH")}
+    if (tree / "tools" / "compile_target.py").is_file():
+        module = "tools.compile_target"  # `python3 -c` has the tree's root (its cwd) on the path
+    else:  # a tree from before the move: bench/compile_target.py, imported from bench/
+        module, env["PYTHONPATH"] = "compile_target", str(tree / "bench")
+    proc = subprocess.run([sys.executable, "-c", DUMP, module, language], cwd=tree, env=env, capture_output=True,
+                          text=True, timeout=6 * 3600)
     if proc.returncode != 0:
         raise SystemExit(f"compiling in {tree} failed:\n{proc.stderr[-3000:]}")
     return json.loads(proc.stdout)
 
 
-def code_lines(text: str) -> list:
-    text = re.split(r"\n\s*\.section\s*\.?debug", text)[0]
-    return [line for line in text.splitlines() if not line.strip().startswith((".loc", ".file"))]
-
-
 def compiled_at(commit: str, language: str) -> dict:
+    if Path(commit).is_file():
+        return json.loads(Path(commit).read_text())
     with tempfile.TemporaryDirectory() as folder:
         archive = subprocess.run(["git", "archive", commit], cwd=ROOT, capture_output=True, check=True).stdout
         subprocess.run(["tar", "-x", "-C", folder], input=archive, check=True)
         return compiled_code(Path(folder), language)
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("old", help="the commit to compare with")
-    parser.add_argument("new", nargs="?", help="the other commit (default: this checkout)")
-    parser.add_argument("--language", choices=("gluon", "triton", "all"), default="all")
-    args = parser.parse_args()
-    commit, newer = args.old, args.new
-    here = newer or "here"
-    theirs = compiled_at(commit, args.language)
-    ours = compiled_at(newer, args.language) if newer else compiled_code(ROOT, args.language)
+# Lines of debug information, not code: source locations, and the labels that mark where an
+# inlined function's instructions begin and end (.Ltmp<n> in AMDGCN, $L__tmp<n> in PTX).
+_DEBUG_LINE = re.compile(r"\s*(\.loc\b|\.file\b|\.Ltmp\d+:\s*$|\$L__tmp\d+:\s*$)")
+
+
+def code_lines(text: str) -> list:
+    text = re.split(r"\n\s*\.section\s*\.?debug", text)[0]
+    return [line for line in text.splitlines() if not _DEBUG_LINE.match(line)]
+
+
+def without_register_names(lines: list) -> list:
+    """The lines with every register name (AMDGCN v7, s[2:3], a4; PTX %r12, %rd3, %p1) as R."""
+    return [re.sub(r"%[a-z]+\d+|\b[vsa]\d+\b|\b[vsa]\[\d+:\d+\]", "R", line) for line in lines]
+
+
+def what_differs(arch: str, old_code: str, new_code: str) -> str:
+    """How far a difference goes: the lines that differ once register names are set aside,
+    and on gfx950 whether the main loop (tools/amdgcn.py's) is the same but for them."""
+    old, new = without_register_names(code_lines(old_code)), without_register_names(code_lines(new_code))
+    changed = [line for line in difflib.unified_diff(old, new, lineterm="", n=0)
+               if line[:1] in "+-" and line[:3] not in ("+++", "---")]
+    summary = f"{len(changed)} line(s) differ with register names set aside"
+    if arch == "gfx950":
+        loops = [amdgcn.main_loop(code) for code in (old_code, new_code)]
+        if all(loop is not None for loop in loops):
+            same = without_register_names([f"{m} {o}" for m, o in loops[0]]) == without_register_names(
+                [f"{m} {o}" for m, o in loops[1]])
+            summary += f"; main loop {len(loops[0])} -> {len(loops[1])} instructions, " + (
+                "the same but for register names" if same else "DIFFERENT")
+    return summary
+
+
+def describe(kernel: dict) -> str:
+    shown = ",".join(f"{k}={v}" for k, v in kernel["constexprs"].items())
+    options = ",".join(f"{k}={v}" for k, v in kernel["options"].items())
+    return f"{kernel['kernel']}[{shown}][{options}]"
+
+
+def kernel_pair_difference(ka: dict, kb: dict) -> list:
+    """The lines that tell two kernels offered at the same place apart (empty: the same)."""
+    diff = list(difflib.unified_diff(code_lines(ka["code"]), code_lines(kb["code"]), lineterm="", n=0))
+    if ka["options"] != kb["options"]:
+        diff.insert(0, f"options {ka['options']} -> {kb['options']}")
+    return diff
+
+
+def compare(old: dict, new: dict, old_name: str, new_name: str, language: str) -> int:
+    """Prints the comparison of the kernels of `language` ("all": every kernel); returns the
+    number of differences."""
     different = 0
-    for name in sorted(set(theirs) | set(ours)):
-        if name not in theirs or name not in ours:
-            print(f"only {'at ' + here if name in ours else 'at ' + commit}: {name}")
+    for arch in sorted(set(old) | set(new)):
+        if arch not in old or arch not in new:
+            print(f"{arch}: only at {old_name if arch in old else new_name}")
             different += 1
             continue
-        a, b = code_lines(theirs[name]), code_lines(ours[name])
-        diff = list(difflib.unified_diff(a, b, lineterm="", n=0))
-        print(f"{'same' if not diff else 'DIFFERENT'} ({len(b)} lines): {name}")
-        different += bool(diff)
-        for line in diff[:20]:
-            print("   ", line)
-    print(f"{len(ours)} specializations ({args.language}) at {here}, {different} differ from {commit}")
+        a, b = old[arch], new[arch]
+        if len(a["offered"]) != len(b["offered"]):
+            print(f"{arch}: {len(a['offered'])} launches offered at {old_name}, {len(b['offered'])} at {new_name}")
+            different += 1
+        pairs = {}
+        for x, y in zip(a["offered"], b["offered"]):
+            where = f"{x['route']} {x['batch']}x{x['kv_len']} rank {x['rank']}"
+            for field in ("route", "kv_format", "batch", "kv_len", "rank"):
+                if x[field] != y[field]:
+                    print(f"{arch}: offer {where}: {field} {x[field]!r} -> {y[field]!r}")
+                    different += 1
+            changed = {k: (x["launch"][k], y["launch"][k]) for k in set(x["launch"]) & set(y["launch"])
+                       if x["launch"][k] != y["launch"][k]}
+            if changed:
+                print(f"{arch}: offer {where}: launch fields changed {changed}")
+                different += 1
+            if len(x["kernels"]) != len(y["kernels"]):
+                print(f"{arch}: offer {where}: {len(x['kernels'])} kernels -> {len(y['kernels'])}")
+                different += 1
+            for key_a, key_b in zip(x["kernels"], y["kernels"]):
+                pairs.setdefault((key_a, key_b), where)
+        compared = 0
+        for (key_a, key_b), where in sorted(pairs.items(), key=lambda item: int(item[0][1])):
+            ka, kb = a["kernels"][key_a], b["kernels"][key_b]
+            if language not in ("all", ka["language"]) and language not in ("all", kb["language"]):
+                continue
+            compared += 1
+            if ka["language"] != kb["language"]:
+                diff = [f"language {ka['language']} -> {kb['language']}"]
+            elif ka["code"] is None or kb["code"] is None:  # a saved side compiled for another language
+                raise SystemExit(f"{arch} {describe(kb)}: no code saved for it at "
+                                 f"{old_name if ka['code'] is None else new_name}")
+            else:
+                diff = kernel_pair_difference(ka, kb)
+            lines = f"{len(code_lines(kb['code']))} lines" if kb["code"] is not None else "not compiled"
+            print(f"{arch} {'same' if not diff else 'DIFFERENT'} ({lines}): {describe(kb)} (first offered: {where})")
+            different += bool(diff)
+            if diff and ka["code"] is not None and kb["code"] is not None:
+                print("    " + what_differs(arch, ka["code"], kb["code"]))
+            for line in diff[:30]:
+                print("   ", line)
+        print(f"{arch}: {len(b['offered'])} launches offered, {len(pairs)} distinct kernel pairs "
+              f"({compared} {language}), {len(b['kernels'])} distinct kernels at {new_name}")
+    return different
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("old", help="a commit, or a JSON file saved by --save")
+    parser.add_argument("new", nargs="?", help="a commit or a saved JSON file (default: this working tree)")
+    parser.add_argument("--language", choices=("gluon", "triton", "all"), default="all",
+                        help="the kernels compiled and compared (default: all)")
+    parser.add_argument("--save", type=Path, help="write each side's compiled code to DIR/<name>.json")
+    parser.add_argument("--save-only", action="store_true", help="with --save: compile OLD, save it, compare nothing")
+    args = parser.parse_args()
+    if args.save_only and not args.save:
+        parser.error("--save-only needs --save DIR")
+    old = compiled_at(args.old, args.language)
+    if args.save_only:
+        args.save.mkdir(parents=True, exist_ok=True)
+        (args.save / f"{args.old}.json").write_text(json.dumps(old))
+        return 0
+    new = compiled_at(args.new, args.language) if args.new else compiled_code(ROOT, args.language)
+    new_name = args.new or "the working tree"
+    if args.save:
+        args.save.mkdir(parents=True, exist_ok=True)
+        for name, dump in ((args.old, old), (args.new or "working-tree", new)):
+            if not Path(name).is_file():
+                (args.save / f"{name}.json").write_text(json.dumps(dump))
+    different = compare(old, new, args.old, new_name, args.language)
+    print(f"{different} difference(s) between {args.old} and {new_name} ({args.language})")
     return 1 if different else 0
 
 

@@ -1,16 +1,16 @@
 """Whether the in-kernel combine's counter covers every wave's partial stores on gfx950, read
 from the AMDGCN of each in-kernel-combine specialization the autopick can offer there.
 
-    python3 -m bench.combine_release [--submission FILE] [--forms KV_FORM,...] [--json] [--asm-dir DIR]
+    python3 -m bench.combine_release [--submission FILE] [--forms FORMAT:FORM,...] [--json] [--asm-dir DIR]
 
 compiles (tools/compile_target.py's specializations, Triton's own JIT binding, into an
 empty Triton cache) every distinct specialization of the candidates with the in-kernel
 combine that triton_launch_candidates offers for the 8 benchmark shapes on 256 CUs of
 gfx950, as offered and with each form forced, and prints one line a specialization: what
-it found and every finding. --submission reads another copy of submission.py (e.g. an
-older commit's); --forms keeps the specializations of those KV_FORMs (e.g. fp8_gluon);
---json prints the report as JSON instead; --asm-dir writes each
-specialization's AMDGCN to DIR/<kernel>-<KV_FORM>-w<warps>.amdgcn.
+it found and every finding. --submission reads another copy of submission.py (one whose
+kernels take KV_FORMAT and FORM); --forms keeps the specializations of those forms, spelled
+as MLA_ROUTE spells them (e.g. fp8:gluon); --json prints the report as JSON instead;
+--asm-dir writes each specialization's AMDGCN to DIR/<kernel>-<format>-<form>-w<warps>.amdgcn.
 
 Why (AMDGPUUsage.rst, "Memory Model GFX942", which covers gfx950): a wave's vector memory
 operations complete in order for that wave only, and "s_waitcnt vmcnt(0)" waits for the
@@ -392,29 +392,34 @@ def combine_launches(sub, compile_target):
     Gluon does not import). A Gluon form is forced only where Gluon runs (check_gluon_here)."""
     yield from (o for o in compile_target.offered_launches(ARCH, with_aiter=False) if o.launch.combine_in_kernel)
     cus = compile_target.DEVICE_CUS[ARCH]
-    for kv_format, forms in sub.KERNEL_FORMS.items():
-        for form in forms:
-            if form in sub._GLUON_FORMS and not sub.gluon_forms_here(ARCH):
-                continue
-            for batch, kv_len in compile_target.BENCHMARK_SHAPES:
-                data = compile_target.contract_inputs(batch, kv_len)
-                for rank, launch in enumerate(sub.triton_launch_candidates(kv_format, batch, kv_len, cus, ARCH, form)):
-                    if launch.combine_in_kernel:
-                        yield compile_target.OfferedLaunch(f"triton_{kv_format}", kv_format, batch, kv_len, rank,
-                                                           launch, compile_target.decode_kernel_calls(data, kv_format,
-                                                                                                      launch))
+    for record in sub.KERNEL_FORMS:
+        kv_format, form = record.kv_format, record.name
+        if record.language == "gluon" and not sub.gluon_forms_here(ARCH):
+            continue
+        for batch, kv_len in compile_target.BENCHMARK_SHAPES:
+            data = compile_target.contract_inputs(batch, kv_len)
+            for rank, launch in enumerate(sub.triton_launch_candidates(kv_format, batch, kv_len, cus, ARCH, form)):
+                if launch.combine_in_kernel:
+                    yield compile_target.OfferedLaunch(f"triton_{kv_format}", kv_format, batch, kv_len, rank,
+                                                       launch, compile_target.decode_kernel_calls(data, kv_format,
+                                                                                                  launch))
+
+
+def form_of(spec) -> str:
+    """The decode specialization's form as MLA_ROUTE spells it, <format>:<form>."""
+    values = spec.constexpr_values()
+    return f"{values['KV_FORMAT']}:{values['FORM']}"
 
 
 def specialization_name(spec) -> str:
-    values = spec.constexpr_values()
-    return f"{spec.kernel.fn.__name__}[{values['KV_FORM']}, warps {spec.options.num_warps}]"
+    return f"{spec.kernel.fn.__name__}[{form_of(spec)}, warps {spec.options.num_warps}]"
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description="Check on gfx950's AMDGCN that every wave's partial stores "
                                                  "are released before the in-kernel combine counts them.")
     parser.add_argument("--submission", type=Path, help="another copy of submission.py to read")
-    parser.add_argument("--forms", help="comma-separated KV_FORMs to keep (default: all)")
+    parser.add_argument("--forms", help="comma-separated forms to keep, <format>:<form> (default: all)")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
     parser.add_argument("--asm-dir", type=Path, help="write each specialization's AMDGCN here")
     args = parser.parse_args()
@@ -429,7 +434,7 @@ def main() -> None:
                                                     compile_target.TARGETS[ARCH])
     if args.forms:
         kept = set(args.forms.split(","))
-        specs = {key: spec for key, spec in specs.items() if spec.constexpr_values()["KV_FORM"] in kept}
+        specs = {key: spec for key, spec in specs.items() if form_of(spec) in kept}
     report = {"triton": triton.__version__, "gluon_available": sub.GLUON_AVAILABLE, "specializations": []}
     with tempfile.TemporaryDirectory() as cache:
         knobs.cache.dir = cache
@@ -446,8 +451,7 @@ def main() -> None:
                 entry |= check(compiled.asm["amdgcn"])
                 if args.asm_dir:
                     args.asm_dir.mkdir(parents=True, exist_ok=True)
-                    values = spec.constexpr_values()
-                    name = f"{spec.kernel.fn.__name__}-{values['KV_FORM']}-w{spec.options.num_warps}.amdgcn"
+                    name = f"{spec.kernel.fn.__name__}-{form_of(spec).replace(':', '-')}-w{spec.options.num_warps}.amdgcn"
                     (args.asm_dir / name).write_text(compiled.asm["amdgcn"])
             entry["seconds"] = round(time.perf_counter() - started, 2)
             report["specializations"].append(entry)

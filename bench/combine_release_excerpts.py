@@ -95,7 +95,8 @@ def ptx_excerpts(submission_path: str, out: str) -> None:
     from tools import compile_target as ct
     launches = {"triton_f16": next(launch for launch in sub.triton_launch_candidates("fp8", 4, 1024, 132, "sm_90")
                                    if launch.combine_in_kernel)}
-    gluon = sub._launch(8, sub._FORM_TILES[("fp8", "gluon")][0], "gluon", "sm_90")
+    form = sub.kernel_form("fp8", "gluon")
+    gluon = sub._launch(8, form.tiles[0], form, "sm_90")
     launches["gluon_ampere"] = dataclasses.replace(gluon, combine_in_kernel=True)
     for name, launch in launches.items():
         call = ct.decode_kernel_calls(ct.contract_inputs(4, 1024), "fp8", launch)[0]

@@ -76,18 +76,18 @@ def forced_calls(records: list) -> list:
     Gluon lacks a name: a ValueError), each recorded as not offered."""
     calls = []
     data = cases.ct.contract_inputs(64, 8192)
-    for kv_format, forms in cases.sub.KERNEL_FORMS.items():
-        for form in forms:
-            try:
-                launch = cases.sub.triton_launch_candidates(kv_format, 64, 8192, 256, "gfx950", form=form)[0]
-            except ValueError as error:
-                records.append({"kind": "forced", "label": f"forced {kv_format} {form}", "refused": [],
-                                "not_offered": str(error)})
-                print(f"forced  {kv_format} {form}: not offered by this Triton's submission: {error}", flush=True)
-                continue
-            if launch.num_splits > 1:
-                launch = dataclasses.replace(launch, combine_in_kernel=True)
-            calls += [(kv_format, form, call) for call in cases.ct.decode_kernel_calls(data, kv_format, launch)]
+    for record in cases.sub.KERNEL_FORMS:
+        kv_format, form = record.kv_format, record.name
+        try:
+            launch = cases.sub.triton_launch_candidates(kv_format, 64, 8192, 256, "gfx950", form=form)[0]
+        except ValueError as error:
+            records.append({"kind": "forced", "label": f"forced {kv_format} {form}", "refused": [],
+                            "not_offered": str(error)})
+            print(f"forced  {kv_format} {form}: not offered by this Triton's submission: {error}", flush=True)
+            continue
+        if launch.num_splits > 1:
+            launch = dataclasses.replace(launch, combine_in_kernel=True)
+        calls += [(kv_format, form, call) for call in cases.ct.decode_kernel_calls(data, kv_format, launch)]
     return calls
 
 

@@ -133,7 +133,10 @@ SMALL_SHAPES = ((4, 1024), (4, 8192), (32, 1024), (64, 1024))
 LOOP_TARGETS = {"fp8": {"issue": 0.10, "valu": 0.15, "mfma": 0.15},
                 "mxfp4": {"issue": 0.25, "valu": 0.45, "mfma": 0.30}}
 IN_FLIGHT_TARGET_BYTES_PER_CU = 48 * 1024
-BASELINE_FORMS = {"fp8": "e4m3_waves", "mxfp4": "waves"}
+# Per format, the Triton form gfx950 offers (after the Gluon one), from submission's records.
+BASELINE_FORMS = {kv_format: next(form.name for form in sub.forms_of(kv_format)
+                                  if form.language == "triton" and form.places.get("gfx950") is not None)
+                  for kv_format in FORMATS}
 MARKDOWN_BEGIN = "<!-- gfx950:begin -->"
 MARKDOWN_END = "<!-- gfx950:end -->"
 

@@ -153,56 +153,60 @@ def gluon_ring_kernel(a_ptr, b_ptr, out_ptr, n_tiles, K: gl.constexpr, BLOCK_N: 
     gl.store(out_ptr + out_offs, gl.convert_layout(acc, out_layout))
 
 
+def _call(kernel, args, options):
+    return KernelCall(kernel, (1,), dict(zip(kernel.arg_names, args, strict=True)), options)
+
+
 def _meta(dtype, elements=1 << 16):
     return torch.empty((elements,), dtype=dtype, device="meta")
 
 
 CASES = {
     # 1 wave; K = 64 of fp16 is two v_mfma_f32_16x16x32_f16 an iteration
-    "f16": KernelCall(dot_loop_kernel, (1,),
+    "f16": _call(dot_loop_kernel,
                       (_meta(torch.float16), _meta(torch.float16), _meta(torch.float32), 4, 16, 64),
                       dict(num_warps=1, num_stages=1)),
     # as "f16" with two stages: the next tile's loads are issued before this tile's MFMAs
-    "f16_two_stages": KernelCall(dot_loop_kernel, (1,),
+    "f16_two_stages": _call(dot_loop_kernel,
                                  (_meta(torch.float16), _meta(torch.float16), _meta(torch.float32), 4, 16, 64),
                                  dict(num_warps=1, num_stages=2)),
     # 1 wave; K = 128 of e4m3 is one v_mfma_f32_16x16x128_f8f6f4 (fp8 x fp8)
-    "fp8": KernelCall(dot_loop_kernel, (1,),
+    "fp8": _call(dot_loop_kernel,
                       (_meta(torch.float8_e4m3fn), _meta(torch.float8_e4m3fn), _meta(torch.float32), 4, 16, 128),
                       dict(num_warps=1, num_stages=1)),
     # 4 waves split BLOCK_N = 64 into four 16-column tiles; the scaled MFMA takes the e2m1
     # operand as A (cbsz:4) and the e4m3 one as B
-    "e4m3_x_e2m1": KernelCall(scaled_dot_loop_kernel, (1,),
+    "e4m3_x_e2m1": _call(scaled_dot_loop_kernel,
                               (_meta(torch.float8_e4m3fn), _meta(torch.uint8), _meta(torch.uint8),
                                _meta(torch.float32), 4, 64, 128),
                               dict(num_warps=4, num_stages=1)),
     # 1 wave; K = 32: one v_mfma_f32_16x16x32_f16 an iteration, 8 elements of A a lane,
     # so 8 inline-asm blocks of 4 lines
-    "inline_asm": KernelCall(inline_asm_loop_kernel, (1,),
+    "inline_asm": _call(inline_asm_loop_kernel,
                              (_meta(torch.float32), _meta(torch.float16), _meta(torch.float32), 4, 16, 32),
                              dict(num_warps=1, num_stages=1)),
     # Gluon, 1 wave; K = 64: per tile 2 + 2 buffer_load_dwordx4 ... lds (A, B: 2 KiB each),
     # two v_mfma_f32_16x16x32_f16
-    "gluon_ring": KernelCall(gluon_ring_kernel, (1,),
+    "gluon_ring": _call(gluon_ring_kernel,
                              (_meta(torch.float16), _meta(torch.float16), _meta(torch.float32), 4, 64, 16, True),
                              dict(num_warps=1)),
     # as "gluon_ring" with plain shared-memory reads: nothing stays in flight at the MFMAs
-    "gluon_ring_plain_reads": KernelCall(gluon_ring_kernel, (1,),
+    "gluon_ring_plain_reads": _call(gluon_ring_kernel,
                                          (_meta(torch.float16), _meta(torch.float16), _meta(torch.float32), 4, 64,
                                           16, False),
                                          dict(num_warps=1)),
     # as "f16", B's rows gathered by row numbers read from memory: still buffer loads
-    "gathered_rows": KernelCall(gathered_dot_loop_kernel, (1,),
+    "gathered_rows": _call(gathered_dot_loop_kernel,
                                 (_meta(torch.float16), _meta(torch.float16), _meta(torch.int32), _meta(torch.float32),
                                  4, 16, 64),
                                 dict(num_warps=1, num_stages=1)),
     # as "f16", B read as words through a pointer cast: global_load
-    "pointer_cast": KernelCall(word_dot_loop_kernel, (1,),
+    "pointer_cast": _call(word_dot_loop_kernel,
                                (_meta(torch.float16), _meta(torch.float16), _meta(torch.float32), 4, 16, 64),
                                dict(num_warps=1, num_stages=1)),
     # as "f16" with B in a 4 GiB tensor: no tt.pointer_range 32 (2 GiB and more), so B is
     # read by global_load
-    "b_over_2_gib": KernelCall(dot_loop_kernel, (1,),
+    "b_over_2_gib": _call(dot_loop_kernel,
                                (_meta(torch.float16), _meta(torch.float16, (1 << 31) + 64), _meta(torch.float32), 4,
                                 16, 64),
                                dict(num_warps=1, num_stages=1)),

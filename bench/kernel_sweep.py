@@ -109,9 +109,9 @@ def compiled_kernel(fmt, problem_args, out, scratch, launch):
     q, buf, scale, qo, kvi = problem_args
     if fmt == "mxfp4":
         buf, scale = sub._mxfp4_operands(buf, scale, launch)
-    tails = sub.decode_tails(q, buf, scale, fmt, SM_SCALE, scratch, launch)
-    decode = sub.decode_calls((q, buf, scale, qo, kvi, out), tails, launch)[0]
-    return decode.kernel[decode.grid](*decode.args, **decode.options)
+    arguments = sub.decode_arguments(fmt, launch, q, buf, scale, SM_SCALE, scratch)
+    decode = sub.decode_calls(fmt, launch, arguments, q, buf, scale, qo, kvi, out)[0]
+    return decode.kernel[decode.grid](**decode.arguments, **decode.options)
 
 
 # ------------------------------------------------------------------ timing
@@ -220,7 +220,7 @@ def run_config(problem, fmt, launch, device, timed=True):
         ref = problem.ref[fmt]
         return ((out.float() - ref).pow(2).mean() / ref.pow(2).mean()).sqrt().item()
 
-    row = {"format": fmt, "form": sub.kernel_form(fmt, launch), "batch": problem.batch, "kv_len": problem.length,
+    row = {"format": fmt, "form": sub.form_of_launch(fmt, launch).name, "batch": problem.batch, "kv_len": problem.length,
            "num_splits": launch.num_splits, "block_n": launch.block_n, "num_warps": launch.num_warps,
            "num_stages": launch.num_stages, "combine_in_kernel": launch.combine_in_kernel,
            "waves_per_eu": launch.waves_per_eu}
@@ -258,7 +258,7 @@ def leaderboard_row(problem, fmt, launch, device):
 
 def launch_of(row):
     return TritonLaunch(row["num_splits"], row["block_n"], row["num_warps"], row["num_stages"],
-                        row["combine_in_kernel"], row.get("form", "").split("_", 1)[-1],
+                        row["combine_in_kernel"], row.get("form", ""),
                         row.get("waves_per_eu", 0))
 
 

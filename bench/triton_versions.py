@@ -109,7 +109,8 @@ def offered_specializations(target: str) -> list:
 
 def _describe(spec) -> str:
     values = spec.constexpr_values()
-    shown = {k: values[k] for k in ("KV_FORM", "SPLIT", "COMBINE_IN_KERNEL", "BLOCK_N", "WAVE_GROUPS") if k in values}
+    shown = {k: values[k] for k in ("KV_FORMAT", "FORM", "HW_CONVERT", "SPLIT", "COMBINE_IN_KERNEL", "BLOCK_N",
+                                    "WAVE_GROUPS") if k in values}
     options = {k: v for k, v in spec.non_default_options().items() if k in ("num_warps", "num_stages", "waves_per_eu")}
     return f"{spec.kernel.fn.__name__} {shown} {options}"
 

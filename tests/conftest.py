@@ -52,6 +52,10 @@ def pinned_triton_codegen(what: str):
                f"{triton.__version__} compiles differently (results/2026-12-02-cpu-triton-versions)")
 
 
+# Why the emulator's tests skip off the pinned line (pinned_triton_codegen's `what`).
+EMULATED_PINNED_CODE = ("the gfx950 emulator on compiled kernels (written for the code the pinned line emits: "
+                        "other lines emit instructions it does not implement, and other listings)")
+
 # The marks of a test that compiles kernels for gfx950 and runs them in the emulator: a
 # process with TRITON_INTERPRET=1 cannot compile; another Triton line emits instructions
 # the emulator does not implement, and other listings.
@@ -59,19 +63,18 @@ EMULATES_COMPILED_GFX950 = [
     pytest.mark.gfx950_emulator,
     pytest.mark.skipif(os.environ.get("TRITON_INTERPRET") == "1",
                        reason="compiles kernels for gfx950: needs TRITON_INTERPRET unset"),
-    pinned_triton_codegen("the gfx950 emulator on compiled kernels (written for the code the pinned line emits: "
-                          "other lines emit instructions it does not implement, and other listings)")]
+    pinned_triton_codegen(EMULATED_PINNED_CODE)]
 
 
 def runnable_forms(kv_format: str) -> list[str]:
-    """Every kernel form of kv_format that runs on the device under test: each Triton form
-    compiles on every GPU (gfx950's convert instruction is a launch choice,
+    """The name of every kernel form of kv_format that runs on the device under test: each
+    Triton form compiles on every GPU (gfx950's convert instruction is a launch choice,
     TritonLaunch.hw_convert, not a form of its own); a Gluon form runs where Gluon imports
     on gfx950 or NVIDIA sm_80+, never under the interpreter or on a CPU."""
     import submission
     arch = submission._device_sms_and_arch(DEVICE)[1]
-    return [form for form in submission.KERNEL_FORMS[kv_format]
-            if form not in submission._GLUON_FORMS or submission.gluon_forms_here(arch)]
+    return [form.name for form in submission.forms_of(kv_format)
+            if form.language != "gluon" or submission.gluon_forms_here(arch)]
 
 
 def interpreted_forms(kv_format: str) -> tuple:
@@ -79,7 +82,7 @@ def interpreted_forms(kv_format: str) -> tuple:
     Gluon forms do not run under TRITON_INTERPRET=1 (Gluon asks for a GPU driver): their
     NVIDIA twin runs on a GPU, and their gfx950 code is compiled on a CPU."""
     import submission
-    return tuple(form for form in submission.KERNEL_FORMS[kv_format] if form not in submission._GLUON_FORMS)
+    return tuple(form.name for form in submission.forms_of(kv_format) if form.language != "gluon")
 
 
 # A subprocess that must see no GPU (eval.py's protocol, run as on a CPU machine): CUDA

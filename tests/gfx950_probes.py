@@ -182,7 +182,7 @@ if gluon is not None:
 # ---------------------------------------------------------------------------------------
 def _call(kernel, grid, args, **options):
     options.setdefault("num_warps", 4)
-    return sub.KernelCall(kernel, grid, tuple(args), options)
+    return sub.KernelCall(kernel, grid, dict(zip(kernel.arg_names, args, strict=True)), options)
 
 
 def _bits_equal(name, got, want):

@@ -173,14 +173,16 @@ def _assert_released_and_acquired(entries: list) -> None:
 def test_every_triton_combine_specialization_releases_each_wave(compiled):
     entries = [e for e in compiled["specializations"] if e["language"] == "triton"]
     # every Triton form of both formats is offered (forced, or leading where Gluon does not import)
-    assert {e["constexprs"]["KV_FORM"] for e in entries} == {"fp8_f16", "fp8_e4m3_waves", "mxfp4_bf16",
-                                                             "mxfp4_waves_cvt"}
+    assert {(e["constexprs"]["KV_FORMAT"], e["constexprs"]["FORM"], e["constexprs"]["HW_CONVERT"])
+            for e in entries} == {("fp8", "f16", False), ("fp8", "e4m3_waves", False), ("mxfp4", "bf16", False),
+                                  ("mxfp4", "waves", True)}
     _assert_released_and_acquired(entries)
 
 
 def test_every_gluon_combine_specialization_releases_each_wave(compiled):
     entries = _gluon_or_skip(compiled)
-    assert {e["constexprs"]["KV_FORM"] for e in entries} == {"fp8_gluon", "mxfp4_gluon"}
+    assert {(e["constexprs"]["KV_FORMAT"], e["constexprs"]["FORM"]) for e in entries} == {("fp8", "gluon"),
+                                                                                         ("mxfp4", "gluon")}
     _assert_released_and_acquired(entries)
 
 
@@ -188,7 +190,7 @@ def test_every_gluon_combine_specialization_releases_each_wave(compiled):
                        "the check finds no unacquired read in it: not settled whether that code is ordered)")
 def test_the_count_by_one_thread_is_caught(tmp_path):
     report = _check_compiled(tmp_path, write_mutant("combine_counted_by_one_thread", tmp_path / "one_thread"),
-                             "fp8_gluon,fp8_e4m3_waves")
+                             "fp8:gluon,fp8:e4m3_waves")
     by_language = {e["language"]: e for e in report["specializations"]}
     triton_entry = by_language["triton"]
     # the Triton form's buffer atomic runs in every wave, its lanes masked by offset: the
@@ -204,7 +206,7 @@ def test_the_count_by_one_thread_is_caught(tmp_path):
 
 def test_a_dropped_acquire_is_caught(tmp_path):
     report = _check_compiled(tmp_path, write_mutant("combine_acquire_dropped", tmp_path / "no_acquire"),
-                             "fp8_gluon,fp8_e4m3_waves")
+                             "fp8:gluon,fp8:e4m3_waves")
     entries = [e for e in report["specializations"] if "compile_error" not in e]
     assert any(e["language"] == "triton" for e in entries)
     for entry in entries:
@@ -241,7 +243,8 @@ def test_every_form_merges_in_kernel_with_either_count(kv_format):
         return out.float().cpu()
 
     for form in runnable_forms(kv_format):
-        base = submission._launch(4, submission._FORM_TILES[(kv_format, form)][0], form, arch)
+        record = submission.kernel_form(kv_format, form)
+        base = submission._launch(4, record.tiles[0], record, arch)
         separate = run(base)
         assert torch.isfinite(separate).all()
         for each_thread in (True, False):

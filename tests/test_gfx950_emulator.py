@@ -7,6 +7,7 @@ submission.py (tools/mutants.py) that every other CPU test lets through, each ca
 
 No AMD GPU runs any of this: compile for gfx950 on the CPU, emulate."""
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -47,20 +48,25 @@ def test_every_benchmark_shape_offers_both_formats_decodes_and_the_aiter_guards(
     names = {name for t in TARGETS for name in [t.kernels[t.call_index]]}
     assert {"_mla_decode_gluon_kernel", "_mla_decode_kernel", "_combine_splits_kernel", "_q_fp8_quantize_kernel",
             "_kv_lengths_check_kernel", "_kv_indptr_compare_kernel"} <= names, names
-    forms = {t.label.split("'KV_FORM': '")[1].split("'")[0] for t in TARGETS if "KV_FORM" in t.label}
-    assert {"fp8_gluon", "fp8_e4m3_waves", "mxfp4_gluon", "mxfp4_waves_cvt"} <= forms, forms
+    forms = {match.groups() for t in TARGETS
+             if (match := re.search(r"'KV_FORMAT': '(\w+)', 'FORM': '(\w+)', 'HW_CONVERT': (\w+)", t.label))}
+    forms |= {(*match.groups(), "-") for t in TARGETS
+              if (match := re.search(r"'KV_FORMAT': '(\w+)', 'FORM': '(gluon)'", t.label))}
+    assert {("fp8", "gluon", "-"), ("fp8", "e4m3_waves", "False"), ("mxfp4", "gluon", "-"),
+            ("mxfp4", "waves", "True")} <= forms, forms
 
 
 # Slips of submission.py (tools/mutants.py) the other CPU tests miss: mutant -> (the
 # specializations run, by label, and what the run must report).
 MUTANTS = {
     # (also caught by tests/test_gfx950_inline_asm.py, which reads the template against LLVM)
-    "convert_op_sel_1_2_swapped": ("'KV_FORM': 'mxfp4_waves_cvt', 'SPLIT': False", "sequence rms"),
-    "gluon_ring_reads_the_stage_being_filled": ("'KV_FORM': 'fp8_gluon', 'SPLIT': False", "lds race"),
-    "q_e8m0_scale_one_step_off": ("'KV_FORM': 'mxfp4_gluon', 'SPLIT': False", "sequence rms"),
-    "combine_released_by_one_thread_a_program": ("'KV_FORM': 'mxfp4_gluon', 'SPLIT': True, 'COMBINE_IN_KERNEL': True",
-                                                 "stale global read"),
-    "output_row_shifted_by_one": ("'KV_FORM': 'fp8_gluon', 'SPLIT': True, 'COMBINE_IN_KERNEL': True", "out of bounds"),
+    "convert_op_sel_1_2_swapped": ("'FORM': 'waves', 'HW_CONVERT': True, 'SPLIT': False", "sequence rms"),
+    "gluon_ring_reads_the_stage_being_filled": ("'KV_FORMAT': 'fp8', 'FORM': 'gluon', 'SPLIT': False", "lds race"),
+    "q_e8m0_scale_one_step_off": ("'KV_FORMAT': 'mxfp4', 'FORM': 'gluon', 'SPLIT': False", "sequence rms"),
+    "combine_released_by_one_thread_a_program": (
+        "'KV_FORMAT': 'mxfp4', 'FORM': 'gluon', 'SPLIT': True, 'COMBINE_IN_KERNEL': True", "stale global read"),
+    "output_row_shifted_by_one": (
+        "'KV_FORMAT': 'fp8', 'FORM': 'gluon', 'SPLIT': True, 'COMBINE_IN_KERNEL': True", "out of bounds"),
 }
 
 
@@ -87,7 +93,7 @@ def test_every_form_forced_on_an_mi355x_reads_in_the_emulator():
     for kv_format, form, call in gfx950_cases.forced_form_calls():
         machine.compile(gfx950_cases.compile_for_gfx950(call).listing)
         read.add((kv_format, form))
-    assert read == {(f, form) for f, forms in sub.KERNEL_FORMS.items() for form in forms}
+    assert read == {(form.kv_format, form.name) for form in sub.KERNEL_FORMS}
 
 
 def test_a_listing_the_emulator_cannot_read_fails_by_name(monkeypatch):

@@ -203,8 +203,25 @@ def _innermost_function(target: ast.AST, tree: ast.AST):
     return best
 
 
+def _module_constant(tree: ast.AST, name: str):
+    """The literal a module-level `name = <literal>` or `name = tl.constexpr(<literal>)`
+    assigns (the asm text both kernel languages share), or None."""
+    for node in getattr(tree, "body", []):
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in node.targets):
+            value = node.value
+            if isinstance(value, ast.Call) and len(value.args) == 1 and ast.unparse(value.func).endswith("constexpr"):
+                value = value.args[0]
+            try:
+                return ast.literal_eval(value)
+            except ValueError:
+                return None
+    return None
+
+
 def _literal(call: InlineAsm, name: str):
     node = call.arguments.get(name)
+    if isinstance(node, ast.Name):
+        return _module_constant(call.tree, node.id)
     try:
         return ast.literal_eval(node) if node is not None else None
     except ValueError:
@@ -357,7 +374,7 @@ def inline_asm_problems(source: str) -> tuple[list[str], int]:
         where = f"line {call.line}"
         template, constraints = _literal(call, "asm"), _literal(call, "constraints")
         if not isinstance(template, str) or not isinstance(constraints, str):
-            problems.append(f"{where}: the asm template and constraints must be string literals to be checked")
+            problems.append(f"{where}: the asm template and constraints must be string literals (or module constants of one) to be checked")
             continue
         if ";" in template:
             problems.append(f"{where}: ';' in the template (AMDGPU assembly reads the rest of the line as a comment)")

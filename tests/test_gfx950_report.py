@@ -549,12 +549,14 @@ UNCHECKED_LOOP_LOADS = {
     # pointer cast (row_codes.to(tl.pointer_type(tl.uint32))), which hides the KV base from
     # Triton's buffer-load conversion: 1 (rope) + 8 (V chunks) global_load_dwordx4 a
     # wave-iteration. Its codes for Q.K^T and every scale are buffer loads.
-    "mxfp4_waves_cvt": ["global_load_dwordx4"] * 9,
+    "mxfp4:waves": ["global_load_dwordx4"] * 9,
 }
 
 
 def _kv_form(kernel: dict) -> str:
-    return kernel["launch"]["constexprs"].get("KV_FORM") or kernel["kernel"]
+    """A decode kernel's form as MLA_ROUTE spells it (<format>:<form>), else the kernel's name."""
+    constexprs = kernel["launch"]["constexprs"]
+    return f"{constexprs['KV_FORMAT']}:{constexprs['FORM']}" if "FORM" in constexprs else kernel["kernel"]
 
 
 def assert_kv_read_by_buffer_loads(form: str, unchecked_loads: list, loads: dict) -> None:
@@ -837,16 +839,16 @@ def test_gluon_rings_compile_in_the_order_their_diagrams_draw(report):
     seen = set()
     for kernel in rep["kernels"]:
         form, constexprs = _kv_form(kernel), kernel["launch"]["constexprs"]
-        if form not in ("fp8_gluon", "mxfp4_gluon"):
+        if form not in ("fp8:gluon", "mxfp4:gluon"):
             continue
         lanes = 64 * kernel["launch"]["options"]["num_warps"]
         events = ring_events(amdgcn.main_loop((folder / "asm" / f"{kernel['name']}.amdgcn").read_text()))
         rows = constexprs["BLOCK_N"]
-        if form == "fp8_gluon":  # a row's 576 bytes in 16-byte copies, shared by the lanes
+        if form == "fp8:gluon":  # a row's 576 bytes in 16-byte copies, shared by the lanes
             assert_fp8_ring_order(events, rows * 576 // 16 // lanes, constexprs["STAGES"])
         else:  # rest: the rope codes (32 bytes a row) in 16-byte loads, the 18 scale bytes one a load
             assert constexprs["STAGES"] == 2
             assert_mxfp4_pipeline_order(events, ["16"] * (rows * 32 // 16 // lanes) + ["1"] * (rows * 18 // lanes),
                                         ["16"] * (rows * 256 // 16 // lanes))
         seen.add(form)
-    assert seen == {"fp8_gluon", "mxfp4_gluon"}
+    assert seen == {"fp8:gluon", "mxfp4:gluon"}

@@ -23,6 +23,7 @@ from test_triton_kernels import (SM_SCALE, assert_close, assert_e4m3_p_close, at
                                  equal_scores_fp8_input, make_fp8, make_indptr, make_mxfp4, q_e4m3)
 
 ARCH = sub._device_sms_and_arch(DEVICE)[1]
+FP8_GLUON, MXFP4_GLUON = sub.kernel_form("fp8", "gluon"), sub.kernel_form("mxfp4", "gluon")
 needs_gluon_gpu = pytest.mark.skipif(
     not sub.gluon_forms_here(ARCH),
     reason="needs an NVIDIA GPU (sm_80+) for the Gluon twin, or an MI355X (gfx950), with a Triton whose Gluon "
@@ -68,7 +69,7 @@ def test_the_gluon_form_is_refused_without_a_gpu(monkeypatch):
     for kv_format in ("fp8", "mxfp4"):
         with pytest.raises(ValueError, match="no GPU"):
             sub.triton_launch_candidates(kv_format, 4, 1024, 1, "", form="gluon")
-    launch = sub._launch(1, sub._FORM_TILES[("mxfp4", "gluon")][0], "gluon", "sm_90")
+    launch = sub._launch(1, MXFP4_GLUON.tiles[0], MXFP4_GLUON, "sm_90")
     buf, scales = make_mxfp4(launch.block_n, 127, 127)  # a whole tile (the form's floor)
     if sub.GLUON_AVAILABLE:
         with pytest.raises(ValueError, match="no GPU"):
@@ -76,13 +77,13 @@ def test_the_gluon_form_is_refused_without_a_gpu(monkeypatch):
                                     *make_indptr([4]), SM_SCALE, torch.empty(1, 16, 512, dtype=torch.bfloat16),
                                     sub.make_triton_scratch(1, launch, "cpu"), launch)
     # and on a CPU tensor even where a launch was built for a GPU
-    launch = sub._launch(1, sub._FORM_TILES[("fp8", "gluon")][0], "gluon", "sm_90")
+    launch = sub._launch(1, FP8_GLUON.tiles[0], FP8_GLUON, "sm_90")
     q = torch.zeros(1, 16, 576, dtype=torch.bfloat16)
     buf, scale, _ = make_fp8(4, torch.Generator().manual_seed(1))
     scratch = sub.make_triton_scratch(1, launch, "cpu")
     if sub.GLUON_AVAILABLE:
         with pytest.raises(ValueError, match="no GPU"):
-            sub.decode_tails(q, buf, scale, "fp8", SM_SCALE, scratch, launch)
+            sub.decode_arguments("fp8", launch, q, buf, scale, SM_SCALE, scratch)
 
 
 def test_gluon_launches_split_a_tile_among_64_thread_groups():
@@ -90,14 +91,16 @@ def test_gluon_launches_split_a_tile_among_64_thread_groups():
     each owning 32 rows; the ring's depth is the tile's num_stages."""
     for arch, warps in (("gfx950", 4), ("sm_90", 8), ("sm_80", 8)):
         for kv_format in ("fp8", "mxfp4"):
-            launch = sub._launch(2, sub._FORM_TILES[(kv_format, "gluon")][0], "gluon", arch)
+            form = sub.kernel_form(kv_format, "gluon")
+            launch = sub._launch(2, form.tiles[0], form, arch)
             assert launch.num_warps == warps and launch.num_stages >= 2
-            assert sub._wave_groups(f"{kv_format}_gluon", launch) == 4
+            assert sub._wave_groups(form, launch) == 4
     assert sub.gluon_arch("sm_75") == "" and sub.gluon_arch("gfx942") == ""
 
 
 def gluon_launch(splits: int, in_kernel: bool, kv_format: str = "fp8"):
-    launch = sub._launch(splits, sub._FORM_TILES[(kv_format, "gluon")][0], "gluon", ARCH)
+    form = sub.kernel_form(kv_format, "gluon")
+    launch = sub._launch(splits, form.tiles[0], form, ARCH)
     return sub.dataclasses.replace(launch, combine_in_kernel=in_kernel)
 
 
@@ -113,7 +116,7 @@ def run_gluon_decode(decode, q, buf, scale, qo, kv_indptr, launch):
     return out.cpu()
 
 
-BLOCK_N = sub._FORM_TILES[("fp8", "gluon")][0][0]
+BLOCK_N = FP8_GLUON.tiles[0].block_n
 # (lengths, splits, in-kernel combine): one token, a tile less one, a tile and one, a split
 # ending exactly on a tile, ragged lengths with an empty sequence, several tiles a split
 # (the ring wraps), both merges of the splits.
@@ -213,7 +216,7 @@ def test_gluon_forms_refuse_an_empty_kv_buffer(kv_format):
     assert sub.triton_kv_operands(some_rows, kv_format, launch)[0].shape[0] == rows
 
 
-MXFP4_BLOCK_N = sub._FORM_TILES[("mxfp4", "gluon")][0][0]
+MXFP4_BLOCK_N = MXFP4_GLUON.tiles[0].block_n
 # (lengths, splits, in-kernel combine, padded scales): one token, a tile less one, a tile and
 # one, a split ending exactly on a tile, ragged lengths with an empty sequence, several
 # tiles a split (the ring wraps), both merges, trimmed and padded (row stride 24) scales.

@@ -30,8 +30,8 @@ def decode(kv_format, form, block_n, data, monkeypatch, emulate):
     out = torch.full((q.shape[0], 16, 512), float("nan"), dtype=torch.bfloat16, device=q.device)
     scratch = sub.make_triton_scratch(q.shape[0], launch, q.device)
     kv, kv_scale = sub.triton_kv_operands(kv_data, kv_format, launch)
-    tails = sub.decode_tails(q, kv, kv_scale, kv_format, config["sm_scale"], scratch, launch)
-    for call in sub.decode_calls((q, kv, kv_scale, qo_indptr, kv_indptr, out), tails, launch):
+    arguments = sub.decode_arguments(kv_format, launch, q, kv, kv_scale, config["sm_scale"], scratch)
+    for call in sub.decode_calls(kv_format, launch, arguments, q, kv, kv_scale, qo_indptr, kv_indptr, out):
         call.launch()
     torch.cuda.synchronize()
     return out.float()

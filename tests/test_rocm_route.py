@@ -623,9 +623,10 @@ def _comparison_in_worker(block):
     scales = {}
     for name, values in {"the plan's": PLAN_KV_INDPTR, **DIFFERING_KV_INDPTRS}.items():
         scale = torch.empty(1)
-        submission.KernelCall(submission._kv_indptr_compare_kernel, (1,), (
-            torch.tensor([0.25]), scale, _strided(values), 2, torch.tensor(PLAN_KV_INDPTR, dtype=torch.int32),
-            len(values), block, submission._FP32_NAN_BITS), dict(num_warps=4)).launch()
+        submission.KernelCall(submission._kv_indptr_compare_kernel, (1,), dict(
+            kv_scale_ptr=torch.tensor([0.25]), checked_kv_scale_ptr=scale, kv_indptr_ptr=_strided(values),
+            kv_indptr_stride=2, plan_kv_indptr_ptr=torch.tensor(PLAN_KV_INDPTR, dtype=torch.int32),
+            entries=len(values), CHECK_BLOCK=block, NAN_BITS=submission._FP32_NAN_BITS), dict(num_warps=4)).launch()
         scales[name] = scale.item()
     return scales
 
@@ -669,10 +670,12 @@ def _length_check_in_worker(block):
         strided[::2] = torch.tensor(values, dtype=torch.int32)
         kv_indptr = strided[::2]
         checked, last_page, scale = torch.empty(6, dtype=torch.int32), torch.empty(5, dtype=torch.int32), torch.empty(1)
-        submission.KernelCall(submission._kv_lengths_check_kernel, (1,), (
-            torch.tensor([0.25]), scale, kv_indptr, kv_indptr.stride(0),
-            torch.tensor(LENGTH_CHECK_FALLBACK, dtype=torch.int32), checked, last_page, 5, 5000,
-            submission.AITER_MIN_KV_LEN, block, submission._FP32_NAN_BITS),
+        submission.KernelCall(submission._kv_lengths_check_kernel, (1,), dict(
+            kv_scale_ptr=torch.tensor([0.25]), checked_kv_scale_ptr=scale, kv_indptr_ptr=kv_indptr,
+            kv_indptr_stride=kv_indptr.stride(0), fallback_kv_indptr_ptr=torch.tensor(LENGTH_CHECK_FALLBACK,
+                                                                                     dtype=torch.int32),
+            checked_kv_indptr_ptr=checked, last_page_lens_ptr=last_page, batch=5, total_kv=5000,
+            MIN_KV_LEN=submission.AITER_MIN_KV_LEN, CHECK_BLOCK=block, NAN_BITS=submission._FP32_NAN_BITS),
             dict(num_warps=4)).launch()
         results[name] = (checked.tolist(), last_page.tolist(), scale.item())
     return results

@@ -335,8 +335,8 @@ MXFP4_FORMS = interpreted_forms("mxfp4")  # these tests run the kernels under th
 
 def form_launch(splits, form):
     """The MXFP4 form at its first offered tile (num_stages 2, no occupancy hint)."""
-    block_n, num_warps, _, _ = sub._FORM_TILES[("mxfp4", form)][0]
-    return L(splits, block_n, num_warps, 2, form=form)
+    tile = sub.kernel_form("mxfp4", form).tiles[0]
+    return L(splits, tile.block_n, tile.num_warps, 2, form=form)
 
 
 def mxfp4_query(q, form):
@@ -419,13 +419,13 @@ def test_kv_row_stride_too_large_for_32_bit_tile_offsets():
     scratch = sub.make_triton_scratch(1, L(1, 32, 4, 3), "meta")
     wide = torch.empty((2, 1, 576), dtype=torch.float8_e4m3fn, device="meta").as_strided((2, 1, 576), (2 ** 26, 576, 1))
     with pytest.raises(ValueError, match="stride"):
-        sub.decode_tails(q, wide, None, "fp8", SM_SCALE, scratch, L(1, 32, 4, 3))
+        sub.decode_arguments("fp8", L(1, 32, 4, 3), q, wide, None, SM_SCALE, scratch)
     narrow = wide.as_strided((2, 1, 576), (2 ** 26 - 1, 576, 1))
-    assert sub.decode_tails(q, narrow, None, "fp8", SM_SCALE, scratch, L(1, 32, 4, 3))[1] is None
+    assert sub.decode_arguments("fp8", L(1, 32, 4, 3), q, narrow, None, SM_SCALE, scratch)[1] is None
     # the MXFP4 kernel's row offsets are 64-bit: the same stride is served
     wide_fp4 = torch.empty((2, 1, 288), dtype=torch.uint8, device="meta").as_strided((2, 1, 288), (2 ** 26, 288, 1))
     scales = torch.empty((2, 18), dtype=torch.uint8, device="meta")
-    assert sub.decode_tails(q, wide_fp4, scales, "mxfp4", SM_SCALE, scratch, L(1, 32, 4, 3))[1] is None
+    assert sub.decode_arguments("mxfp4", L(1, 32, 4, 3), q, wide_fp4, scales, SM_SCALE, scratch)[1] is None
 
 
 def test_mxfp4_rejects_block_n_16():
@@ -467,6 +467,39 @@ def test_launch_candidates():
         sub.triton_launch_candidates("bf16", 4, 1024, 132)
 
 
+def test_a_new_form_is_a_record_naming_its_kernel_and_argument_builder(monkeypatch):
+    """Adding a form is adding a record: one whose kernel and argument builder are its own
+    is offered where its places say (first on sm_90 here, nowhere else), and its launches
+    pass its kernel the call's tensors and its own arguments, by name (host logic, CPU)."""
+    launched = {}
+
+    class Kernel:  # stands for the form's JIT function: records what a launch passes it
+        def __getitem__(self, grid):
+            return lambda **arguments: launched.update(grid=grid, **arguments)
+
+    def arguments(form, launch, q, kv, kv_scale, sm_scale, scratch):
+        return dict(rows=kv.shape[0], TILE=launch.block_n, FORM=form.name)
+
+    record = sub.KernelForm("fp8", "probe", "triton", places={"sm_90": -1}, tiles=(sub.Tile(64, 4, 2),),
+                            kernel=Kernel(), arguments=arguments)
+    monkeypatch.setattr(sub, "KERNEL_FORMS", sub.KERNEL_FORMS + (record,))
+    monkeypatch.setattr(sub, "_FORMS_BY_NAME", {**sub._FORMS_BY_NAME, ("fp8", "probe"): record})
+    lead = sub.triton_launch_candidates("fp8", 4, 1024, 132, "sm_90")[0]
+    assert lead.form == "probe" and (lead.block_n, lead.num_warps, lead.num_stages) == (64, 4, 2)
+    for arch in ("gfx950", "sm_80", ""):
+        assert "probe" not in {c.form for c in sub.triton_launch_candidates("fp8", 4, 1024, 132, arch)}
+    launch = sub.dataclasses.replace(lead, num_splits=1)
+    q, qo, kv_indptr = torch.zeros(1, 16, 576, dtype=torch.bfloat16), *make_indptr([40])
+    buf, scale, _ = make_fp8(40, torch.Generator().manual_seed(3))
+    out = torch.empty(1, 16, 512, dtype=torch.bfloat16)
+    sub.triton_decode("fp8", q, buf, scale, qo, kv_indptr, SM_SCALE, out, sub.make_triton_scratch(1, launch, "cpu"),
+                      launch)
+    assert launched == dict(grid=(1, 1), q_ptr=q, kv_ptr=buf, kv_scale_ptr=scale, qo_indptr_ptr=qo,
+                            kv_indptr_ptr=kv_indptr, out_ptr=out, rows=40, TILE=64, FORM="probe", num_warps=4,
+                            num_stages=2)
+    assert sub.launch_label("fp8", launch).startswith("triton_fp8[form=probe,")
+
+
 def test_launch_candidates_on_gfx950():
     """The MI355X gets the Gluon form first where Gluon imports (fp8, MXFP4), then only the CDNA4
     Triton forms (the others run at one wave a SIMD there, see bench/gfx950_report.py),
@@ -480,7 +513,7 @@ def test_launch_candidates_on_gfx950():
             lead = "gluon" if gluon_first else form
             assert cands[0].form == lead and {c.form for c in cands} == {lead, form}
             assert all(c.waves_per_eu >= 2 for c in cands if c.form == form)
-            gluon_waves_per_eu = sub._FORM_TILES[(fmt, "gluon")][0][3]
+            gluon_waves_per_eu = sub.kernel_form(fmt, "gluon").tiles[0].waves_per_eu
             assert all(c.gluon_arch == "cdna4" and c.waves_per_eu == gluon_waves_per_eu
                        for c in cands if c.form == "gluon")
             cands = [c for c in cands if c.form == lead]  # the leading form's splits, below
@@ -489,7 +522,7 @@ def test_launch_candidates_on_gfx950():
             assert all(c.hw_convert == (c.form == "waves") for c in cands)
             assert not any(c.hw_convert for c in sub.triton_launch_candidates(fmt, batch, length, 132, "sm_90"))
             first = cands[0]
-            fill = 256 * sub._PROGRAMS_PER_CU.get((fmt, lead), 1)
+            fill = 256 * sub.kernel_form(fmt, lead).programs_per_cu
             tiles_a_split = length // first.num_splits // first.block_n
             assert batch * first.num_splits >= fill or first.num_splits == 64 or tiles_a_split == 1, (batch, length)
             assert tiles_a_split >= 1 and (first.num_splits == 1 or batch * first.num_splits // 2 < fill)

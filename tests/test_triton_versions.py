@@ -14,6 +14,9 @@ The per-version runs themselves: bench/triton_versions.py, results/2026-12-02-cp
 import ast
 import contextlib
 import io
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -172,6 +175,39 @@ def test_triton_3_5_is_refused_for_the_nvidia_twin_by_version(monkeypatch):
 def test_a_gluon_that_does_not_import_is_named(monkeypatch):
     monkeypatch.setattr(sub, "_GLUON_IMPORT_ERROR", "triton.experimental.gluon does not import: OSError: test")
     assert sub._gluon_api_problem("cdna4") == sub._gluon_api_problem("ampere") == sub._GLUON_IMPORT_ERROR
+
+
+# What a process whose Gluon does not import sees: submission imports, offers no Gluon form,
+# refuses a forced one, and its Gluon functions refuse to run, naming the import error.
+_WITHOUT_GLUON = r"""
+import sys
+import triton
+sys.modules["triton.experimental.gluon.language.amd"] = None  # submission's Gluon imports fail there
+import submission as sub
+assert not sub.GLUON_AVAILABLE and "does not import" in sub._GLUON_PROBLEMS[""]
+for fmt in ("fp8", "mxfp4"):
+    assert all(c.form != "gluon" for c in sub.triton_launch_candidates(fmt, 4, 1024, 256, "gfx950"))
+    try:
+        sub.triton_launch_candidates(fmt, 4, 1024, 256, "gfx950", form="gluon")
+        raise SystemExit("a forced Gluon form was offered")
+    except ValueError as error:
+        assert "does not import" in str(error), error
+for function in (sub._mla_decode_gluon_kernel, sub._gluon_split_bounds, sub._gluon_mma_layout):
+    for use in (lambda: function[(1,)](), lambda: function()):
+        try:
+            use()
+            raise SystemExit(f"{function.__name__} ran")
+        except RuntimeError as error:
+            assert function.__name__ in str(error) and "does not import" in str(error), error
+print("refused")
+"""
+
+
+def test_without_gluon_the_gluon_functions_refuse_to_run_and_say_why():
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    run = subprocess.run([sys.executable, "-c", _WITHOUT_GLUON], cwd=ROOT, env=env, capture_output=True, text=True,
+                         timeout=300)
+    assert run.returncode == 0 and run.stdout.strip() == "refused", run.stdout + run.stderr[-3000:]
 
 
 # ------------------------------------------------------------------ eval.py's versions line

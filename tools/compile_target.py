@@ -25,7 +25,7 @@ The arguments are stand-ins on torch's "meta" device: the contract's shapes, dty
 strides at the real batch and length (so storage sizes, hence pointer_range, are the
 real ones) and no memory. A meta tensor's data pointer is 0, i.e. aligned, as the
 device allocator's are. The per-call tensors are built the way TritonRunner builds them
-(submission.py); the plan-constant ones by submission's own decode_tails and
+(submission.py); the plan-constant ones by submission's own decode_arguments and
 decode_calls. MXFP4 scales are the trimmed (rows, 18) layout; the padded one (row stride
 24) specializes the same way (neither stride is 1 nor divisible by 16).
 
@@ -156,8 +156,8 @@ def decode_kernel_calls(data: tuple, kv_format: str, launch) -> list:
     kv, kv_scale = sub.triton_kv_operands(kv_data, kv_format, launch)
     out = sub._new_output(q)
     scratch = sub.make_triton_scratch(batch, launch, q.device)
-    tails = sub.decode_tails(q, kv, kv_scale, kv_format, config["sm_scale"], scratch, launch)
-    return sub.decode_calls((q, kv, kv_scale, qo_indptr, kv_indptr, out), tails, launch)
+    arguments = sub.decode_arguments(kv_format, launch, q, kv, kv_scale, config["sm_scale"], scratch)
+    return sub.decode_calls(kv_format, launch, arguments, q, kv, kv_scale, qo_indptr, kv_indptr, out)
 
 
 def aiter_kernel_calls(data: tuple, q_in_fp8: bool, variant) -> list:
@@ -169,12 +169,9 @@ def aiter_kernel_calls(data: tuple, q_in_fp8: bool, variant) -> list:
     batch = config["batch_size"]
     kv_buffer, kv_scale = kv_data["fp8"]
     plan_kv_indptr, aiter_kv_indptr = (torch.empty(batch + 1, dtype=torch.int32, device=q.device) for _ in range(2))
-    if variant is sub.AiterPerCallRunner:  # the length check; it writes the lengths aiter reads
-        last_page_lens = torch.empty(batch, dtype=torch.int32, device=q.device)
-        guard_args = (kv_indptr, kv_indptr.stride(0), plan_kv_indptr, aiter_kv_indptr, last_page_lens, batch,
-                      kv_buffer.shape[0])
-    else:  # the comparison with the plan's kv_indptr
-        guard_args = (kv_indptr, kv_indptr.stride(0), plan_kv_indptr, batch + 1)
+    last_page_lens = torch.empty(batch, dtype=torch.int32, device=q.device)
+    guard_args = variant.guard_arguments(kv_indptr, plan_kv_indptr, aiter_kv_indptr, last_page_lens, batch,
+                                         kv_buffer.shape[0])
     if q_in_fp8:
         scratch = sub.make_q_fp8_scratch(q.shape, kv_buffer.dtype, q.device)
         return sub.q_fp8_guarded_calls(q, scratch, variant, guard_args)

@@ -108,8 +108,9 @@ def offered_targets() -> list[Target]:
         offered, index, spec = found[identity]
         names = [c.kernel.fn.__name__ for c in offered.calls]
         constexprs = spec.constexpr_values()
-        shown = {k: v for k, v in constexprs.items() if k in ("KV_FORM", "SPLIT", "COMBINE_IN_KERNEL", "BLOCK_N",
-                                                             "SPLITS_POW2", "COLUMNS", "MIN_KV_LEN")}
+        shown = {k: v for k, v in constexprs.items() if k in ("KV_FORMAT", "FORM", "HW_CONVERT", "SPLIT",
+                                                             "COMBINE_IN_KERNEL", "BLOCK_N", "SPLITS_POW2", "COLUMNS",
+                                                             "MIN_KV_LEN")}
         label = f"{names[index]} {shown}" if shown else names[index]
         targets.append(Target(names, identity, offered, index, label))
     return targets
@@ -122,12 +123,12 @@ def forced_form_calls() -> list:
     a form (their listings must read in the emulator; they are not run here)."""
     calls = []
     data = ct.contract_inputs(64, 8192)
-    for kv_format, forms in sub.KERNEL_FORMS.items():
-        for form in forms:
-            launch = sub.triton_launch_candidates(kv_format, 64, 8192, 256, "gfx950", form=form)[0]
-            if launch.num_splits > 1:
-                launch = dataclasses.replace(launch, combine_in_kernel=True)
-            calls += [(kv_format, form, call) for call in ct.decode_kernel_calls(data, kv_format, launch)]
+    for record in sub.KERNEL_FORMS:
+        kv_format, form = record.kv_format, record.name
+        launch = sub.triton_launch_candidates(kv_format, 64, 8192, 256, "gfx950", form=form)[0]
+        if launch.num_splits > 1:
+            launch = dataclasses.replace(launch, combine_in_kernel=True)
+        calls += [(kv_format, form, call) for call in ct.decode_kernel_calls(data, kv_format, launch)]
     return calls
 
 
@@ -210,7 +211,7 @@ def decode_inputs(case: Case, kv_format: str):
 
 def decode_calls(offered, case: Case):
     """The offered launch's calls on the case's inputs, as TritonRunner builds them (the
-    per-call tensors) and as the plan does (scratch, tails), on the CPU."""
+    per-call tensors) and as the plan does (scratch, arguments), on the CPU."""
     launch = offered.launch
     q, operands, qo_indptr, kv_indptr, exact = decode_inputs(case, offered.kv_format)
     kv, kv_scale = sub.triton_kv_operands(operands, offered.kv_format, launch)
@@ -219,16 +220,16 @@ def decode_calls(offered, case: Case):
     scratch = sub.make_triton_scratch(len(case.lengths), launch, "cpu")
     scratch.part_o.fill_(float("nan"))
     scratch.part_lse.fill_(float("nan"))
-    # decode_tails refuses a Gluon launch on a device that cannot run it: it is shown a
+    # decode_arguments refuses a Gluon launch on a device that cannot run it: it is shown a
     # "meta" twin of q (the same shape and strides), as tools/compile_target.py compiles.
     q_meta = torch.empty_strided(q.shape, q.stride(), dtype=q.dtype, device="meta")
-    tails = sub.decode_tails(q_meta, kv, kv_scale, offered.kv_format, 576 ** -0.5, scratch, launch)
-    calls = sub.decode_calls((q, kv, kv_scale, qo_indptr, kv_indptr, out), tails, launch)
+    arguments = sub.decode_arguments(offered.kv_format, launch, q_meta, kv, kv_scale, 576 ** -0.5, scratch)
+    calls = sub.decode_calls(offered.kv_format, launch, arguments, q, kv, kv_scale, qo_indptr, kv_indptr, out)
     return calls, out, exact, qo_indptr
 
 
 def _check_decode(offered, out, exact, qo_indptr) -> tuple[bool, str]:
-    form = offered.launch.form or sub.KERNEL_FORMS[offered.kv_format][0]
+    form = sub.kernel_form(offered.kv_format, offered.launch.form).name
     bound, bound_name = sub.error_bound(offered.kv_format, form)
     errors = sub.output_errors(out, exact, qo_indptr)
     ok = (errors["nonfinite"] == 0 and errors["sequence_rms"] <= bound.sequence_rms
@@ -269,10 +270,7 @@ def aiter_calls(offered, case: Case, batch: int, refused: bool = False):
         plan_kv_indptr[1:] = torch.arange(1, batch + 1, dtype=torch.int32) * sub.AITER_MIN_KV_LEN  # a valid fallback
     checked = torch.full((batch + 1,), -7, dtype=torch.int32)
     last_page_lens = torch.full((batch,), -7, dtype=torch.int32)
-    if variant is sub.AiterPerCallRunner:
-        guard_args = (kv_indptr, kv_indptr.stride(0), plan_kv_indptr, checked, last_page_lens, batch, total_kv)
-    else:
-        guard_args = (kv_indptr, kv_indptr.stride(0), plan_kv_indptr, batch + 1)
+    guard_args = variant.guard_arguments(kv_indptr, plan_kv_indptr, checked, last_page_lens, batch, total_kv)
     if offered.launch["q_in_fp8"]:
         scratch = sub.make_q_fp8_scratch(q.shape, torch.float8_e4m3fn, "cpu")
         scratch.q_fp8_bytes.fill_(0x55)

@@ -58,15 +58,11 @@ _MUTANTS = (
            (Edit("        return self._attend_into(_new_output(q), q, kv_data, qo_indptr, kv_indptr)\n",
                  "        return self._attend_into(_new_output(q), q, kv_data, qo_indptr, kv_indptr).mul_(0.9)\n"),)),
     Mutant("triton_route_x0.9", "every output of every Triton form scaled by 0.9",
-           (Edit("        _launch_decode((q, kv, kv_scale, qo_indptr, kv_indptr, out), self.tails, self.launch)\n"
-                 "        return out\n",
-                 "        _launch_decode((q, kv, kv_scale, qo_indptr, kv_indptr, out), self.tails, self.launch)\n"
-                 "        return out.mul_(0.9)\n"),)),
+           (Edit("            call.launch()\n        return out\n",
+                 "            call.launch()\n        return out.mul_(0.9)\n"),)),
     Mutant("e4m3_waves_x0.9", "only the fp8 e4m3_waves form scaled by 0.9: within that form's verifier bound (0.11)",
-           (Edit("        _launch_decode((q, kv, kv_scale, qo_indptr, kv_indptr, out), self.tails, self.launch)\n"
-                 "        return out\n",
-                 "        _launch_decode((q, kv, kv_scale, qo_indptr, kv_indptr, out), self.tails, self.launch)\n"
-                 "        return out.mul_(0.9) if self.form == 'e4m3_waves' else out\n"),)),
+           (Edit("            call.launch()\n        return out\n",
+                 "            call.launch()\n        return out.mul_(0.9) if self.form == 'e4m3_waves' else out\n"),)),
     Mutant("a16w8_x0.9", "aiter's a16w8 form scaled by 0.9: within the fp8 format's bound (0.11) it is judged by",
            (Edit("            reduce_final_map=self.reduce_final_map, reduce_partial_map=self.reduce_partial_map)\n"
                  "        return out\n",
@@ -130,35 +126,33 @@ _MUTANTS = (
     # ---- what only the gfx950 emulator runs (tests/test_gfx950_emulator.py) ----
     Mutant("gluon_ring_reads_the_stage_being_filled",
            "the Gluon ring's read takes the stage its copies are still filling (an LDS race)",
-           (Edit("            k_nope = nope_ring.index(tile % STAGES)\n", "            k_nope = nope_ring.index(ahead)\n"),
-            Edit("            s = _gluon_scores(q_nope, q_rope, k_nope, rope_ring.index(tile % STAGES), ARCH",
-                 "            s = _gluon_scores(q_nope, q_rope, k_nope, rope_ring.index(ahead), ARCH"))),
+           (Edit("        k_nope = nope_ring.index(tile % STAGES)\n", "        k_nope = nope_ring.index(ahead)\n"),
+            Edit("        s = _gluon_scores(q_nope, q_rope, k_nope, rope_ring.index(tile % STAGES), ARCH",
+                 "        s = _gluon_scores(q_nope, q_rope, k_nope, rope_ring.index(ahead), ARCH"))),
     Mutant("q_e8m0_scale_one_step_off", "Q's e8m0 block scale for mfma_scaled one step off",
-           (Edit("inverse = gl.expand_dims(gl.where(amax_exponent == 255, 255, 254 - scale_bits).to(gl.uint8), 1)",
-                 "inverse = gl.expand_dims(gl.where(amax_exponent == 255, 255, 255 - scale_bits).to(gl.uint8), 1)"),)),
+           (Edit("inverse = gl.expand_dims(_gluon_e8m0_of(q_inverse), 1)",
+                 "inverse = gl.expand_dims(_gluon_e8m0_of(q_inverse) + 1, 1)"),)),
 
     # ---- gfx950's convert (v_cvt_scalef32_pk_bf16_fp4) as inline asm: the LLVM tie of
     # tests/test_gfx950_inline_asm.py, and the emulator for the first ----
     Mutant("convert_op_sel_1_2_swapped",
-           "the Triton wave form's convert with the byte selects (op_sel) of results 1 and 2 swapped; the "
-           "interpreter's tests run the bit-operation decode instead and miss it",
-           (Edit('            "v_cvt_scalef32_pk_bf16_fp4 $1, $4, $5 op_sel:[1,0,0]\\n"\n'
-                 '            "v_cvt_scalef32_pk_bf16_fp4 $2, $4, $5 op_sel:[0,1,0]\\n"',
-                 '            "v_cvt_scalef32_pk_bf16_fp4 $1, $4, $5 op_sel:[0,1,0]\\n"\n'
-                 '            "v_cvt_scalef32_pk_bf16_fp4 $2, $4, $5 op_sel:[1,0,0]\\n"'),)),
-    Mutant("convert_op_sel_0_3_swapped", "every convert block with the byte selects of results 0 and 3 swapped",
-           (Edit('$0, $4, $5\\n"', '$0, $4, $5 op_sel:[1,1,0]\\n"', 2),
-            Edit("$3, $4, $5 op_sel:[1,1,0]", "$3, $4, $5", 2))),
-    Mutant("convert_operands_swapped", "every convert with its word and scale operands swapped",
-           (Edit("$4, $5", "$5, $4", 8),)),
+           "the convert's text (the Triton wave form's and the Gluon MXFP4 form's) with the byte selects (op_sel) of "
+           "results 1 and 2 swapped; the interpreter's tests run the bit-operation decode instead and miss it",
+           (Edit("$1, $4, $5 op_sel:[1,0,0]", "$1, $4, $5 op_sel:[0,1,0]"),
+            Edit("$2, $4, $5 op_sel:[0,1,0]", "$2, $4, $5 op_sel:[1,0,0]"))),
+    Mutant("convert_op_sel_0_3_swapped", "the convert's text with the byte selects of results 0 and 3 swapped",
+           (Edit('$0, $4, $5\\n"', '$0, $4, $5 op_sel:[1,1,0]\\n"'),
+            Edit("$3, $4, $5 op_sel:[1,1,0]", "$3, $4, $5"))),
+    Mutant("convert_operands_swapped", "the convert's text with its word and scale operands swapped",
+           (Edit("$4, $5", "$5, $4", 4),)),
     Mutant("convert_arguments_swapped", "the Triton convert's word and scale arguments swapped",
            (Edit("[words, scale]", "[scale, words]"),)),
     Mutant("convert_scale_not_in_the_exponent", "the Triton convert's scale not shifted into the fp32 exponent",
            (Edit("<< 23)[:, :, None]", "<< 16)[:, :, None]"),)),
-    Mutant("convert_outputs_not_early_clobber", "every convert block's outputs without '&' (early clobber)",
-           (Edit('"=&v,=&v,=&v,=&v,v,v"', '"=v,=v,=v,=v,v,v"', 2),)),
-    Mutant("convert_line_without_llvm_tie", "an instruction LLVM's convert does not emit added to every block",
-           (Edit('op_sel:[1,1,0]",', 'op_sel:[1,1,0]\\nv_lshrrev_b32 $3, 16, $3",', 2),)),
+    Mutant("convert_outputs_not_early_clobber", "the convert's outputs without '&' (early clobber)",
+           (Edit('"=&v,=&v,=&v,=&v,v,v"', '"=v,=v,=v,=v,v,v"'),)),
+    Mutant("convert_line_without_llvm_tie", "an instruction LLVM's convert does not emit added to the convert's text",
+           (Edit('op_sel:[1,1,0]")', 'op_sel:[1,1,0]\\nv_lshrrev_b32 $3, 16, $3")'),)),
     Mutant("gluon_convert_wrong_byte", "a Gluon-style inline asm convert of byte 1 where its result says byte 0",
            (Edit("def _e2m1_byte_to_pair(",
                  'def _gluon_pair(w, s):\n    return gl.inline_asm_elementwise("v_cvt_scalef32_pk_bf16_fp4 $0, $1, '
@@ -176,8 +170,8 @@ _MUTANTS = (
     Mutant("mxfp4_loads_unpinned",
            "no barrier pinning the order of a tile's loads (rope codes and scale bytes first, then the nope codes, "
            "so that each group's store waits only for its own loads)",
-           (Edit("        _gluon_barrier()  # the loop's order of the loads (its waits count on it)\n", ""),
-            Edit("            _gluon_barrier()  # keeps these loads before the codes' (the waits count on that order)\n",
+           (Edit("    _gluon_barrier()  # the loop's order of the loads (its waits count on it)\n", ""),
+            Edit("        _gluon_barrier()  # keeps these loads before the codes' (the waits count on that order)\n",
                  "")), "variant"),
     Mutant("mxfp4_maxnum_maxima",
            "the tile's row maxima by maxnum (gl.max, gl.maximum; LLVM quiets each operand first)",

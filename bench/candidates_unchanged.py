@@ -1,0 +1,115 @@
+"""Does the autopick offer the same Triton candidates, in the same order and with the same
+labels, at two commits?
+
+    python3 -m bench.candidates_unchanged OLD [NEW]
+
+OLD and NEW are commits (NEW defaults to this checkout's working tree). In each tree, once
+with TRITON_INTERPRET=1 and once without, submission.triton_launch_candidates is asked for
+both formats over a grid of batches, lengths, device sizes and architectures ("gfx950",
+"sm_90", "sm_80", "gfx942", "" for no GPU), offered freely and with each form forced; each
+answer is the launches' fields and the autopick's label of each, or the error raised.
+Prints each differing answer (the first 40) and the counts: answers whose launches or errors
+differ, and answers whose labels alone differ; exit status 1 on any difference of launches
+or errors, 2 on labels alone. CPU only, a minute or two.
+"""
+from __future__ import annotations
+
+import json
+import re
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# Run inside the tree being asked (`python3 -c` has its cwd, the tree's root, on the path).
+DUMP = r"""
+import dataclasses, json, sys, types
+import torch
+import submission as sub
+
+def form_names(kv_format):
+    forms = sub.KERNEL_FORMS
+    if isinstance(forms, dict):  # before the records: format -> form names
+        return list(forms[kv_format])
+    return [form.name for form in forms if form.kv_format == kv_format]
+
+def label(kv_format, launch, batch):
+    shape = types.SimpleNamespace(sm_scale=0.04, batch=batch, q_contiguous=True, device=torch.device("meta"))
+    return sub.TritonRunner(shape, kv_format, launch).label
+
+answers = {}
+for kv_format in ("fp8", "mxfp4"):
+    for arch in ("gfx950", "sm_90", "sm_80", "gfx942", ""):
+        for num_sms in (1, 80, 132, 256, 304):
+            for batch in (1, 2, 3, 4, 7, 16, 32, 64, 100, 256, 1000):
+                for length in (1, 16, 63, 64, 127, 128, 300, 1024, 4096, 8192, 100000):
+                    for form in [""] + form_names(kv_format):
+                        key = f"{kv_format} {arch or '-'} sms={num_sms} batch={batch} kv={length} form={form or '-'}"
+                        try:
+                            launches = sub.triton_launch_candidates(kv_format, batch, length, num_sms, arch, form)
+                            answers[key] = [[dataclasses.asdict(c), label(kv_format, c, batch)] for c in launches]
+                        except Exception as error:
+                            answers[key] = f"{type(error).__name__}: {error}"
+json.dump(answers, sys.stdout)
+"""
+
+
+def answers_in(tree: Path) -> dict:
+    found = {}
+    for interpreted in (False, True):
+        env = {k: v for k, v in os.environ.items() if k not in ("TRITON_INTERPRET", "MLA_ROUTE")}
+        if interpreted:
+            env["TRITON_INTERPRET"] = "1"
+        proc = subprocess.run([sys.executable, "-c", DUMP], cwd=tree, env=env, capture_output=True, text=True,
+                              timeout=3600)
+        if proc.returncode != 0:
+            raise SystemExit(f"asking {tree} failed:\n{proc.stderr[-3000:]}")
+        found.update({f"{'interpreted' if interpreted else 'compiled'} {k}": v
+                      for k, v in json.loads(proc.stdout).items()})
+    return found
+
+
+def answers_at(commit: str) -> dict:
+    with tempfile.TemporaryDirectory() as folder:
+        archive = subprocess.run(["git", "archive", commit], cwd=ROOT, capture_output=True, check=True).stdout
+        subprocess.run(["tar", "-x", "-C", folder], input=archive, check=True)
+        return answers_in(Path(folder))
+
+
+def main() -> int:
+    if len(sys.argv) not in (2, 3):
+        raise SystemExit(__doc__)
+    old_name = sys.argv[1]
+    new_name = sys.argv[2] if len(sys.argv) == 3 else "the working tree"
+    old = answers_at(old_name)
+    new = answers_at(sys.argv[2]) if len(sys.argv) == 3 else answers_in(ROOT)
+    different, labels = 0, {}
+    for key in sorted(set(old) | set(new)):
+        a, b = old.get(key), new.get(key)
+        if a == b:
+            continue
+        if isinstance(a, list) and isinstance(b, list) and [x for x, _ in a] == [x for x, _ in b]:
+            for (_, label_a), (_, label_b) in zip(a, b):
+                if label_a != label_b:
+                    labels.setdefault((label_a, label_b), key)
+            continue
+        different += 1
+        if different <= 40:
+            print(f"{key}:\n  {old_name}: {a}\n  {new_name}: {b}")
+    offered = sum(isinstance(v, list) for v in new.values())
+    print(f"{len(new)} questions ({offered} answered with candidates, {len(new) - offered} with an error); "
+          f"{different} answer(s) differ in their launches or errors between {old_name} and {new_name}")
+    changes = set()
+    for a, b in labels:  # the label's parts that changed, e.g. form=waves_cvt -> form=waves,hw_convert
+        parts_a, parts_b = re.split(r"[\[\],]", a), re.split(r"[\[\],]", b)
+        changes.add((",".join(p for p in parts_a if p not in parts_b), ",".join(p for p in parts_b if p not in parts_a)))
+    print(f"{len(labels)} distinct label(s) differ with the launches equal" + (
+        "; the changed parts: " + "; ".join(f"{a!r} -> {b!r}" for a, b in sorted(changes)) if labels else ""))
+    return 1 if different else 2 if labels else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
