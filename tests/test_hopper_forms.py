@@ -1,10 +1,11 @@
-"""The Hopper forms' host side (submission.py section 2.4's records; host logic, CPU tensors):
-offered on sm_90 alone and first there, their own launches, the other forms' candidates
-unchanged behind them, the Gluon API check's Hopper part, the inputs they hand over with a
-ValueError, their TMA descriptors; and bench/hopper_safety.py's reading of what the GPU
-runs write. Their kernels run on an H200 only (Gluon does not run under the interpreter):
-compiled for sm_90 on a CPU by tests/test_sm90_compile.py, run by bench/hopper_safety.py
-and the GPU tests."""
+"""The Hopper forms (submission.py section 2.4). Host logic, CPU tensors: offered on sm_90
+alone and first there, their own launches, the other forms' candidates unchanged behind
+them, the Gluon API check's Hopper part, the inputs they hand over with a ValueError, their
+TMA descriptors, and bench/hopper_safety.py's reading of what the GPU runs write. On an
+sm_90 GPU: every launch of theirs on odd inputs within its bound of exact attention, and a
+NaN row kept in its own sequence. Their kernels run there alone (Gluon does not run under
+the interpreter): compiled for sm_90 on a CPU by tests/test_sm90_compile.py, fenced by
+tests/test_memory_safety_gpu.py, run forced by bench/hopper_safety.py."""
 import dataclasses
 import json
 
@@ -14,7 +15,9 @@ import torch
 import reference
 import submission as sub
 from bench import hopper_safety
+from conftest import DEVICE, HAS_GPU
 from tools import compile_target
+from tools.robustness import ragged_input
 
 pytestmark = pytest.mark.fast
 
@@ -164,6 +167,54 @@ def test_a_hopper_call_takes_the_kv_as_two_tma_descriptors(kv_format, name):
     assert set(arguments) == set(decode.kernel.arg_names)
     single = compile_target.decode_kernel_calls(data, kv_format, launch)
     assert len(single) == 1 and single[0].arguments["COMBINE_IN_KERNEL"] and single[0].arguments["ARRIVALS"] == 1
+
+
+# ---------------------------------------------------------------- on an H200
+HERE = sub._device_sms_and_arch(DEVICE)
+needs_sm90 = pytest.mark.skipif(
+    not (HAS_GPU and sub.gluon_forms_here(HERE[1], sub.kernel_form("fp8", "hopper_two_term"))),
+    reason="needs an NVIDIA sm_90 GPU (H100, H200) whose Triton builds Gluon's Hopper kernels: they do not run "
+           "under TRITON_INTERPRET=1 (Gluon asks for a GPU driver), on a CPU, or on another GPU")
+ODD_INPUTS = {"1 token": ([1], {}), "2 x 31 (a buffer shorter than a tile)": ([31, 31], {}),
+              "3 x 300": ([300] * 3, {}), "lengths 5, 200, 64, 1, 700": ([5, 200, 64, 1, 700], {}),
+              "lengths 0, 129, 0": ([0, 129, 0], {}), "aiter's older padded scales": ([300, 300], dict(
+                  ties="away", padded=True))}
+
+
+@needs_sm90
+@pytest.mark.parametrize("kv_format,name", sorted(HOPPER))
+@pytest.mark.parametrize("case", list(ODD_INPUTS))
+def test_every_hopper_launch_is_within_its_bound_of_exact_attention(kv_format, name, case):
+    lengths, options = ODD_INPUTS[case]
+    data = ragged_input(lengths, seed=21, device=DEVICE, **options)
+    shape = sub.CallShape(data)
+    exact = sub.TorchRunner(shape, kv_format).exact(*data[:4])
+    bound = sub.FORM_ERROR_BOUNDS[(kv_format, name)]
+    for launch in sub.triton_launch_candidates(kv_format, shape.batch, shape.max_kv_len, *HERE, name):
+        out = torch.full((shape.total_q, 16, 512), float("nan"), dtype=torch.bfloat16, device=DEVICE)
+        runner = sub.TritonRunner(shape, kv_format, launch)
+        runner(*data[:4], out=out)
+        errors = sub.output_errors(out, exact, data[2])
+        assert errors["nonfinite"] == 0 and errors["sequence_rms"] <= bound.sequence_rms, (runner.label, errors)
+        assert errors["element"] <= bound.element, (runner.label, errors)
+
+
+@needs_sm90
+@pytest.mark.parametrize("kv_format,name", sorted(HOPPER))
+def test_a_nan_row_of_one_sequence_stays_out_of_the_others(kv_format, name):
+    # The first sequence's last row NaN in the cache's own bytes (e4m3 0x7F; the e8m0 scale 0xFF)
+    data = ragged_input([100, 90, 80], seed=22, device=DEVICE)
+    buffer, scales = data[1][kv_format]
+    (buffer if kv_format == "fp8" else scales).view(torch.uint8)[99] = 0x7F if kv_format == "fp8" else 0xFF
+    shape = sub.CallShape(data)
+    exact = sub.TorchRunner(shape, kv_format).exact(*data[:4])
+    bound = sub.FORM_ERROR_BOUNDS[(kv_format, name)]
+    for launch in sub.triton_launch_candidates(kv_format, shape.batch, shape.max_kv_len, *HERE, name):
+        runner = sub.TritonRunner(shape, kv_format, launch)
+        out = runner(*data[:4])
+        assert bool(exact[0].isnan().all()) and bool(out[0].isnan().any()), runner.label
+        rest = sub.output_errors(out[1:], exact[1:], data[2][1:] - 1)
+        assert rest["nonfinite"] == 0 and rest["sequence_rms"] <= bound.sequence_rms, (runner.label, rest)
 
 
 # ---------------------------------------------------------------- bench/hopper_safety.py
