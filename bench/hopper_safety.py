@@ -7,24 +7,28 @@ limit is reported as such):
   1. robustness: bench/robustness_gpu.py with each Hopper form forced in turn
      (MLA_ROUTE=triton_fp8:hopper_two_term, ...; --no-auto), its GPU sizes:
      DIR/robustness/robustness_gpu.json, DIR/robustness.log;
-  2. memory safety: tests/test_memory_safety_gpu.py, every launch the autopick offers on
-     this GPU (the Hopper forms' among them, unforced and forced) inside NaN fences on the 8
-     benchmark inputs and the robustness inputs, and the deliberately wrong kernels the
-     fences must catch: DIR/memory_safety.log (per input, the launches fenced per form);
+  2. GPU tests: tests/test_hopper_forms.py (every Hopper launch on odd inputs within its
+     bound of exact attention, a NaN row kept in its sequence) and the memory-safety run,
+     tests/test_memory_safety_gpu.py: every launch the autopick offers on this GPU (the
+     Hopper forms' among them, unforced and forced) inside NaN fences on the 8 benchmark
+     inputs and the robustness inputs, and the deliberately wrong kernels the fences must
+     catch: DIR/memory_safety.log (pytest -s: per input, the launches fenced per form);
   3. memcheck: the robustness cases that reach every path of the kernels (ragged lengths
      with empty sequences and several splits, a NaN in the KV, MXFP4's padded scales, a
-     non-contiguous q, misaligned rows after aligned ones) at their small sizes, each form in
-     a process of its own under compute-sanitizer --tool memcheck, where this machine has it
+     non-contiguous q, misaligned rows after aligned ones) at their small sizes, the three
+     forms in one process under compute-sanitizer --tool memcheck, where this machine has it
      (tools/external_programs.py; --sanitizer-wheel: NVIDIA's nvidia-cuda-sanitizer-api
-     wheel, unpacked here first, default dev_scratch/sanitizer/*.whl):
-     DIR/memcheck_<form>/robustness_gpu.json, DIR/memcheck_<form>.log.
+     wheel, unpacked here first, default dev_scratch/sanitizer/*.whl): DIR/memcheck/
+     robustness_gpu.json, DIR/memcheck.log (an error there names its kernel: the two fp8
+     forms share theirs).
 Then DIR/hopper_safety.json and one line a form on stdout (and DIR/summary.txt). Exit
 status 1 when a part failed or stopped at its limit.
 
 On a machine without an H200 every part still runs and says why it measured nothing: the
 robustness cases SKIP with the submission's reason (a Hopper form runs on sm_90 alone, never
-interpreted), the memory-safety file's fenced cases skip without a GPU (its GPU-free mutant
-test is left out there: -k stays_inside_its_fences), memcheck is not run without a GPU.
+interpreted), the GPU tests skip saying so (the host tests of tests/test_hopper_forms.py run;
+the memory-safety file's interpreted mutant test is left out there: -k "not
+deliberately_wrong"), memcheck is not run without a GPU.
 """
 from __future__ import annotations
 
@@ -44,8 +48,8 @@ from tools import external_programs
 ROOT = Path(__file__).resolve().parent.parent
 FORMS = ("triton_fp8:hopper_two_term", "triton_fp8:hopper_one_term", "triton_mxfp4:hopper")
 MEMCHECK_CASES = "ragged,nonfinite/nan_kv,padded_scales,noncontiguous_q,misaligned_after_aligned"
-# Each part's share of --limit-s: robustness, memory safety, memcheck (split over the forms).
-SHARES = {"robustness": 0.35, "memory_safety": 0.35, "memcheck": 0.30}
+# Each part's share of --limit-s: robustness, the GPU tests, memcheck.
+SHARES = {"robustness": 0.3, "memory_safety": 0.4, "memcheck": 0.3}
 
 
 def run_part(command: list, log: Path, limit_s: float, env: dict | None = None) -> dict:
@@ -144,31 +148,31 @@ def summary_lines(result: dict) -> list:
             robustness = "robustness: no result" + (" (stopped at its limit)"
                                                     if result["robustness"]["stopped_at_limit_s"] else "")
         fenced = result["memory_safety"]["counts"]["forms"].get(form.replace("triton_", ""))
+        tests = f"GPU tests: {result['memory_safety']['counts']['pytest'] or 'no summary'}"
         if fenced:
             memory = (f"memory safety {fenced['launches']} launches on {fenced['inputs']} inputs fenced, "
-                      f"{len(fenced['failed'])} failed")
+                      f"{len(fenced['failed'])} failed ({tests})")
         else:
-            memory = f"memory safety: none fenced ({result['memory_safety']['counts']['pytest'] or 'no summary'})"
-        check = result["memcheck"].get(form)
+            memory = f"memory safety: none fenced ({tests})"
+        check = result["memcheck"]["run"]
         if check is None:
             memcheck = f"memcheck not run ({result['memcheck']['not_run'][:160]})"
         elif check["stopped_at_limit_s"]:
             memcheck = f"memcheck stopped at its limit ({check['stopped_at_limit_s']:.0f} s)"
         else:
             cases = check["counts"].get(form, {})
-            memcheck = (f"memcheck {check['errors']} errors over {cases.get('PASS', 0) + cases.get('REFUSED', 0)} "
-                        f"cases ({cases.get('FAIL', 0)} FAIL)" if check["errors"] is not None
+            memcheck = (f"memcheck {cases.get('PASS', 0) + cases.get('REFUSED', 0)} cases run ({cases.get('FAIL', 0)} "
+                        f"FAIL), {check['errors']} errors in the run of the three forms" if check["errors"] is not None
                         else f"memcheck: no ERROR SUMMARY (exit {check['exit']})")
         lines.append(f"{form}: {robustness}; {memory}; {memcheck}")
     return lines
 
 
 def failed(result: dict) -> bool:
-    parts = [result["robustness"], result["memory_safety"]] + [
-        check for form, check in result["memcheck"].items() if form in FORMS]
+    parts = [result["robustness"], result["memory_safety"]] + [part for part in [result["memcheck"]["run"]] if part]
     if any(part["stopped_at_limit_s"] or part["exit"] not in (0, None) for part in parts):
         return True
-    return any(check["errors"] for form, check in result["memcheck"].items() if form in FORMS)
+    return bool(result["memcheck"]["run"] and result["memcheck"]["run"]["errors"])
 
 
 def main(argv=None) -> int:
@@ -193,25 +197,24 @@ def main(argv=None) -> int:
     result["robustness"]["counts"] = robustness_counts(out / "robustness" / "robustness_gpu.json")
 
     share = args.limit_s * SHARES["memory_safety"]
-    memory = [python, "-m", "pytest", "-q", "-s", "-p", "no:cacheprovider", "tests/test_memory_safety_gpu.py"]
+    memory = [python, "-m", "pytest", "-q", "-s", "-p", "no:cacheprovider", "tests/test_hopper_forms.py",
+              "tests/test_memory_safety_gpu.py"]
     if not gpu:
-        memory += ["-k", "stays_inside_its_fences"]
+        memory += ["-k", "not deliberately_wrong"]
     result["memory_safety"] = run_part(memory, out / "memory_safety.log", share, env)
     result["memory_safety"]["counts"] = memory_safety_counts(out / "memory_safety.log")
 
-    result["memcheck"] = {}
     with tempfile.TemporaryDirectory() as scratch:
         sanitizer, why = sanitizer_command(args.sanitizer_wheel, Path(scratch)) if gpu else (None, "no GPU here")
-        result["memcheck"]["not_run"] = why
-        for form in FORMS if sanitizer else ():
-            tag = form.replace(":", "_")
+        result["memcheck"] = {"not_run": why, "run": None}
+        if sanitizer:
             command = [*sanitizer, "--tool", "memcheck", "--print-limit", "20", python, "-m", "bench.robustness_gpu",
-                       "--out", str(out / f"memcheck_{tag}"), "--routes", form, "--no-auto", "--smoke",
+                       "--out", str(out / "memcheck"), "--routes", ",".join(FORMS), "--no-auto", "--smoke",
                        "--cases", MEMCHECK_CASES]
-            check = run_part(command, out / f"memcheck_{tag}.log", args.limit_s * SHARES["memcheck"] / len(FORMS), env)
-            check["errors"] = memcheck_errors(out / f"memcheck_{tag}.log")
-            check["counts"] = robustness_counts(out / f"memcheck_{tag}" / "robustness_gpu.json")
-            result["memcheck"][form] = check
+            check = run_part(command, out / "memcheck.log", args.limit_s * SHARES["memcheck"], env)
+            check["errors"] = memcheck_errors(out / "memcheck.log")
+            check["counts"] = robustness_counts(out / "memcheck" / "robustness_gpu.json")
+            result["memcheck"]["run"] = check
 
     lines = summary_lines(result)
     result["summary"] = lines

@@ -242,3 +242,17 @@ def test_the_safety_summary_reads_the_gpu_runs(tmp_path):
     sanitized = tmp_path / "memcheck.log"
     sanitized.write_text("========= COMPUTE-SANITIZER\n...\n========= ERROR SUMMARY: 0 errors\n")
     assert hopper_safety.memcheck_errors(sanitized) == 0 and hopper_safety.memcheck_errors(log) is None
+    part = {"exit": 0, "stopped_at_limit_s": None}
+    result = {"robustness": dict(part, counts=counts), "memory_safety": dict(part, counts=fenced),
+              "memcheck": {"not_run": "", "run": dict(part, errors=0, counts=counts)}}
+    lines = hopper_safety.summary_lines(result)
+    assert lines[0] == ("triton_fp8:hopper_two_term: robustness 1 PASS, 1 REFUSED, 0 FAIL; memory safety 6 launches on "
+                        "2 inputs fenced, 0 failed (GPU tests: 1 failed, 21 passed in 80.0s); memcheck 2 cases run "
+                        "(0 FAIL), 0 errors in the run of the three forms")
+    assert "robustness SKIP (not here)" in lines[1] and "1 FAIL (recheck: call 3: off)" in lines[2]
+    assert not hopper_safety.failed(result)
+    result["memcheck"]["run"]["errors"] = 2
+    assert hopper_safety.failed(result)
+    result["memcheck"] = {"not_run": "no GPU here", "run": None}
+    result["memory_safety"]["stopped_at_limit_s"] = 88.0
+    assert hopper_safety.failed(result) and "memcheck not run (no GPU here)" in hopper_safety.summary_lines(result)[0]
