@@ -12,7 +12,8 @@ The file, in reading order:
      2.1 rules the forms share (split bounds, Q's e4m3 scale, E2M1 decode, softmax, merges)
      2.2 the Triton forms (one _attend_* each) and their kernel, _mla_decode_kernel
      2.3 the Gluon forms (fp8, MXFP4) and their kernel, _mla_decode_gluon_kernel
-     2.4 the a8w8 Q quantizer   2.5 the aiter route's guards on kv_indptr
+     2.4 the Hopper forms (sm_90 alone: TMA, warpgroup MMAs), a kernel a format
+     2.5 the a8w8 Q quantizer   2.6 the aiter route's guards on kv_indptr
   3. Host:
      3.1 kernel forms: one KernelForm record per form (what offers it, its tiles, splits,
          kernel and arguments), the autopick's Triton candidates, building the launches
@@ -22,6 +23,7 @@ The file, in reading order:
 from __future__ import annotations
 
 import dataclasses
+import functools
 import operator
 import os
 import re
@@ -107,7 +109,7 @@ if _INTERPRETED:
 #
 # The forms (section 3.1 holds their records): what the two products multiply in.
 #   fp8   f16         e4m3 K/V widened to fp16 (exact), Q scaled into fp16's range per
-#                     head: the H200's fastest.
+#                     head: the H200's fastest Triton form.
 #   fp8   e4m3_waves  fp8 x fp8 (CDNA4's native MFMA): Q in e4m3 (_q_e4m3_scale), P * 2^8
 #                     in e4m3; each wave owns its own tokens (a wave form, below).
 #   fp8   gluon       the e4m3_waves numerics in Gluon, the next tiles copied to shared
@@ -119,6 +121,12 @@ if _INTERPRETED:
 #                     gfx950 (hw_convert) decoded by v_cvt_scalef32_pk_bf16_fp4, one
 #                     instruction a byte, elsewhere by bit operations.
 #   mxfp4 gluon       scaled MFMAs on the codes, V by the convert instruction, in Gluon.
+#   fp8   hopper_two_term   sm_90 alone (section 2.4): tokens on the warpgroup MMA's M side,
+#                     a TMA ring; Q and P x 2^8 each as two e4m3 terms (the second what the
+#                     first left out), both multiplied.
+#   fp8   hopper_one_term   the same with one e4m3 term each (the e4m3_waves numerics).
+#   mxfp4 hopper      sm_90 alone: K decoded to bf16 in registers (exact), kept in shared
+#                     memory as V; bf16 Q, P and products.
 # V's block scales run along the output columns, so P.V cannot take them as dot_scaled's
 # scales; the decode applies them. Under TRITON_INTERPRET the Triton kernels get EMULATE:
 # what the interpreter lacks or gets wrong is computed another way, exactly for fp8
@@ -133,7 +141,7 @@ if _INTERPRETED:
 
 
 # -------------------------------------------------------------------------------------
-# 2.0 Gluon, where this Triton has it (section 2.3 holds its kernels)
+# 2.0 Gluon, where this Triton has it (sections 2.3 and 2.4 hold its kernels)
 # -------------------------------------------------------------------------------------
 try:
     from triton.experimental import gluon
@@ -145,9 +153,17 @@ try:
 except Exception as error:  # any failure of the experimental modules: no Gluon form is offered
     gluon = gl = gl_cdna4 = gl_ampere = None
     _GLUON_IMPORT_ERROR = f"triton.experimental.gluon does not import: {type(error).__name__}: {error}"
+try:  # the Hopper forms' modules (section 2.4): the device side, and the host's TMA descriptor
+    from triton.experimental.gluon.language.nvidia import hopper as gl_hopper
+    from triton.experimental.gluon.nvidia import hopper as gl_hopper_host
+    _GLUON_HOPPER_IMPORT_ERROR = ""
+except Exception as error:  # no Hopper form is offered; the other Gluon forms may be
+    gl_hopper = gl_hopper_host = None
+    _GLUON_HOPPER_IMPORT_ERROR = f"Gluon's Hopper modules do not import: {type(error).__name__}: {error}"
 
 _TRITON_VERSION = tuple(int(part) for part in re.match(r"(\d+)\.(\d+)", triton.__version__).groups())
-# What the Gluon kernels take from Gluon: the part both ARCHs use (""), then each ARCH's.
+# What the Gluon kernels take from Gluon: the part every ARCH uses (""), then each ARCH's
+# ("hopper": the Hopper forms' kernels and their host-side TMA descriptor).
 # "a|b" accepts either spelling, the first where both exist (Triton renamed these: 3.7
 # gl.thread_barrier -> gl.barrier, 3.8 ampere async_copy_global_to_shared -> async_load,
 # 3.9 the shared-memory descriptor's _reinterpret -> reinterpret); the kernels call them
@@ -171,18 +187,24 @@ _GLUON_API = {
     "ampere": ("gl.NVMMADistributedLayout", "gl_ampere.mma_v2",
                "gl_ampere.async_copy.async_load|gl_ampere.async_copy.async_copy_global_to_shared",
                "gl_ampere.async_copy.commit_group", "gl_ampere.async_copy.wait_group"),
+    "hopper": ("gl.NVMMADistributedLayout", "gl.NVMMASharedLayout", "gl_hopper.tma.async_copy_global_to_shared",
+               "gl_hopper.mbarrier.MBarrierLayout", "gl_hopper.mbarrier.init", "gl_hopper.mbarrier.expect",
+               "gl_hopper.mbarrier.wait", "gl_hopper.mbarrier.invalidate", "gl_hopper.fence_async_shared",
+               "gl_hopper.warpgroup_mma", "gl_hopper.warpgroup_mma_wait", "gl_hopper_host.TensorDescriptor"),
 }
 # Triton versions refused for an ARCH whatever their API: with 3.5, compiling a second Gluon
 # kernel for NVIDIA in one process crashes it (a segfault in memdesc_trans, from .permute),
 # which no except can catch.
-_GLUON_MIN_VERSION = {"ampere": ((3, 6), "Triton 3.5's Gluon crashes the process (segfault in memdesc_trans) "
-                                         "when a second Gluon kernel compiles for NVIDIA")}
+_GLUON_35_NVIDIA = ((3, 6), "Triton 3.5's Gluon crashes the process (segfault in memdesc_trans) when a second "
+                            "Gluon kernel compiles for NVIDIA")
+_GLUON_MIN_VERSION = {"ampere": _GLUON_35_NVIDIA, "hopper": _GLUON_35_NVIDIA}
 
 
 def _gluon_lookup(path: str):
     """The object a dotted _GLUON_API name stands for, or None where this Triton lacks it."""
     root, *attributes = path.split(".")
-    found = {"gluon": gluon, "gl": gl, "gl_cdna4": gl_cdna4, "gl_ampere": gl_ampere}[root]
+    found = {"gluon": gluon, "gl": gl, "gl_cdna4": gl_cdna4, "gl_ampere": gl_ampere, "gl_hopper": gl_hopper,
+             "gl_hopper_host": gl_hopper_host}[root]
     for attribute in attributes:
         found = getattr(found, attribute, None)
     return found
@@ -195,9 +217,11 @@ def _first_spelling(names: str):
 
 def _gluon_api_problem(part: str) -> str:
     """Why this Triton cannot build the Gluon kernels' `part` ("" for the shared code,
-    "cdna4", "ampere"); "" where it can."""
+    "cdna4", "ampere", "hopper"); "" where it can."""
     if _GLUON_IMPORT_ERROR:
         return _GLUON_IMPORT_ERROR
+    if part == "hopper" and _GLUON_HOPPER_IMPORT_ERROR:
+        return _GLUON_HOPPER_IMPORT_ERROR
     minimum, why = _GLUON_MIN_VERSION.get(part, ((0, 0), ""))
     if _TRITON_VERSION < minimum:
         return f"triton {triton.__version__} is refused: {why}"
@@ -208,10 +232,10 @@ def _gluon_api_problem(part: str) -> str:
 
 
 def _check_gluon_api() -> dict:
-    """Part ("", "cdna4", "ampere") -> why this Triton cannot build it ("" where it can); an
-    ARCH needs the shared code too."""
+    """Part ("", "cdna4", "ampere", "hopper") -> why this Triton cannot build it ("" where it
+    can); an ARCH needs the shared code too."""
     shared = _gluon_api_problem("")
-    return {"": shared, **{part: shared or _gluon_api_problem(part) for part in ("cdna4", "ampere")}}
+    return {"": shared, **{part: shared or _gluon_api_problem(part) for part in ("cdna4", "ampere", "hopper")}}
 
 
 # Checked once, at import: where the shared part passes, the Gluon functions below are
@@ -2047,7 +2071,510 @@ def _mla_decode_gluon_kernel(
 
 
 # -------------------------------------------------------------------------------------
-# 2.4 The a8w8 Q quantizer: bf16 -> fp8 per tensor in two launches, no host sync. Its bytes
+# 2.4 The Hopper forms (NVIDIA sm_90: H100, H200)
+# The fp8 and MXFP4 decodes written in Gluon with its Hopper modules: TMA copies of KV tiles
+# into shared memory completed on mbarriers, and warpgroup MMAs (wgmma, sm_90a: Blackwell has
+# none), so they are offered on sm_90 alone (GLUON_ARCH_DEVICES), ahead of every other form
+# there. One program is one warpgroup (4 warps) that owns one (sequence, KV split) and all
+# 16 heads; the grid (num_splits, batch), the split bounds, the query row, the scratch layout
+# and the in-kernel split combine with NVIDIA's arrival protocol are the Gluon forms'
+# (_gluon_split_bounds, _gluon_query_row, _gluon_finish with ARCH "ampere"). Q's e4m3 scale
+# is _q_e4m3_scale_rule's, written out in _hopper_q_fp8: a call of _gluon_q_e4m3_scale there
+# compiles to the same instructions in another order, not the code that ran. Two programs fit
+# an SM (shared memory 84-109 KiB, at most 255 registers), so the leading splits fill 2 x the
+# SM count. The code is what ran on the H200 in results/2026-12-03-h200-hopper-forms
+# (bench/hopper_code_identity.py compares its SASS with the commit that ran): a change to it
+# needs a device run before it is offered.
+#
+# Tokens are the MMA's M side, so the 16 heads are its N and nothing is padded:
+#   S^T [64 tokens, 16 heads] = K [64, 576] . Q^T           (K from the ring stage, Q^T staged once)
+#   O^T [512, 16]            += V^T [512, 64] . P^T [64, 16] (P^T staged a tile)
+# fp8: both products in e4m3 (Q with a power-of-two scale per head, P x 2^8), fp32 accumulators;
+# with SPLIT_OPERANDS (the hopper_two_term form) Q and P are each the sum of two e4m3 terms
+# (the second what the first left out), both multiplied: 0.2-0.4% relative RMS error against
+# exact attention over the fp8 cache instead of ~3% (hopper_one_term), for twice the MMAs.
+# wgmma reads fp8 operands from shared memory K-major only, so V^T (tokens contiguous) comes from
+# registers: each thread reads 16 bytes of a token row at a time (ld.shared.v4) and the
+# transpose to the MMA's register layout is a permutation of bytes inside the thread (PRMT).
+# For that, V^T's rows (output features) and columns (tokens) are taken in a permuted order
+# (_hopper_v_load_layout): the same permutation of tokens is applied to P^T, the features' one
+# is undone when the output is stored. The permutations are written as reshapes/permutes of the
+# tensors, so the products are exact whatever the order; the layout that makes the transpose
+# stay inside each thread is checked at compile time (convert_layout(..., assert_trivial)).
+# Rows of a tile past the split's end (another sequence's rows, or TMA's zero fill past the
+# buffer) score -inf; on the last tile their V bytes are zeroed before the product, so nothing
+# non-finite of another sequence can enter (0 x NaN).
+# Every wgmma's accumulator is left alone while a wgmma group is in flight: otherwise ptxas
+# serializes all the kernel's wgmmas (its advisory C7514), which bench/hopper_sm90.py checks
+# (tests/test_sm90_compile.py). The layouts are constexpr functions, so this file imports
+# where Gluon does not. The H200 runs all of this section; Gluon does not run under
+# TRITON_INTERPRET, so no CPU test runs it.
+# -------------------------------------------------------------------------------------
+# The accumulator layout of every product: wgmma m64nNk32 (fp8) over 4 warps.
+@gluon_constexpr_function
+def _hopper_fp8_mma_layout():
+    return gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, 16, 32])
+
+
+# V's tile [64 tokens, 512 features] as each thread reads it: 16 contiguous feature bytes (one
+# ld.shared.v4) of 16 token rows. The features' bits f0..f3 are in registers (contiguous),
+# f4..f6 on lanes 2..4, f7..f8 on the warps; the tokens' t0, t3, t4, t5 in registers, t1, t2 on
+# lanes 0..1. Permuted by _hopper_v_operand, the same elements are the wgmma A operand's
+# (DotOperandLayout(0, _hopper_fp8_mma_layout, 4)) in each thread. Lanes 0..2 of a
+# quarter-warp read 8 different 16-byte columns after the 128-byte swizzle: no bank conflict.
+@gluon_constexpr_function
+def _hopper_v_load_layout():
+    return gl.DistributedLinearLayout(
+        reg_bases=[[0, 1], [0, 2], [0, 4], [0, 8], [1, 0], [8, 0], [16, 0], [32, 0]],
+        lane_bases=[[2, 0], [4, 0], [0, 16], [0, 32], [0, 64]],
+        warp_bases=[[0, 128], [0, 256]], block_bases=[], shape=[64, 512])
+
+
+@gluon_jit
+def _hopper_token_order(x):
+    # [64 tokens, ...] in the ring's order -> the products' K order k = 16 t5t4 + 4 t2t1 + 2 t3 + t0
+    # (the token bits the V operand's threads hold: _hopper_v_load_layout).
+    N: gl.constexpr = x.shape[1]
+    return x.reshape([4, 2, 4, 2, N]).permute((0, 2, 1, 3, 4)).reshape([64, N])
+
+
+@gluon_jit
+def _hopper_v_operand(v):
+    # V's tile [64 tokens, 512 features] (_hopper_v_load_layout) -> V^T [512, 64] as the wgmma
+    # A operand:
+    # row m = 64 i + 16 w + 8 h + r is feature 16 (8 w + r) + 2 i + h, column k the token of
+    # _hopper_token_order. The conversion only permutes bytes inside each thread.
+    vt = v.reshape([4, 2, 4, 2, 4, 8, 8, 2]).permute((6, 4, 7, 5, 0, 2, 1, 3)).reshape([512, 64])
+    return gl.convert_layout(vt, gl.DotOperandLayout(0, _hopper_fp8_mma_layout(), 4), assert_trivial=True)
+
+
+@gluon_jit
+def _hopper_feature_order(ot):
+    # O^T [512 rows in V^T's row order, 16] -> [16, 512] in feature order (undoes _hopper_v_operand).
+    return ot.reshape([8, 4, 2, 8, 16]).permute((1, 3, 0, 2, 4)).reshape([512, 16]).permute((1, 0))
+
+
+@gluon_jit
+def _hopper_q_fp8(q_ptr, q_row, stride_q_tok, stride_q_head, q_nope_smem, q_rope_smem, SPLIT_OPERANDS: gl.constexpr):
+    # Q [16, 576] in e4m3 with a power-of-two scale per head that puts its amax in [2^7, 2^8)
+    # (_q_e4m3_scale_rule), into shared memory as the scores' B operand (index 0);
+    # with SPLIT_OPERANDS also what e4m3 left out, in e4m3 (index 1): the two sum to Q within
+    # 2^-8 of its magnitude. Returns the inverse scale per head (NaN for a head holding inf or
+    # NaN: exact attention's answer).
+    LAYOUT: gl.constexpr = gl.BlockedLayout([1, 8], [2, 16], [4, 1], [1, 0])
+    heads = gl.arange(0, 16, layout=gl.SliceLayout(1, LAYOUT))
+    base = q_ptr + q_row.to(gl.int64) * stride_q_tok + gl.expand_dims(heads, 1) * stride_q_head
+    qn = gl.load(base + gl.expand_dims(gl.arange(0, 512, layout=gl.SliceLayout(0, LAYOUT)), 0)).to(gl.float32)
+    qp = gl.load(base + 512 + gl.expand_dims(gl.arange(0, 64, layout=gl.SliceLayout(0, LAYOUT)), 0)).to(gl.float32)
+    amax = gl.maximum(gl.max(gl.abs(qn), 1), gl.max(gl.abs(qp), 1))
+    amax_exponent = (amax.to(gl.int32, bitcast=True) >> 23) & 0xFF
+    scale_bits = gl.minimum(gl.maximum(261 - amax_exponent, 1), 253)
+    q_scale = gl.expand_dims((scale_bits << 23).to(gl.float32, bitcast=True), 1)
+    qn = qn * q_scale
+    qp = qp * q_scale
+    qn_hi = qn.to(gl.float8e4nv)
+    qp_hi = qp.to(gl.float8e4nv)
+    q_nope_smem.index(0).store(qn_hi)
+    q_rope_smem.index(0).store(qp_hi)
+    if SPLIT_OPERANDS:
+        q_nope_smem.index(1).store((qn - qn_hi.to(gl.float32)).to(gl.float8e4nv))
+        q_rope_smem.index(1).store((qp - qp_hi.to(gl.float32)).to(gl.float8e4nv))
+    q_inverse = ((254 - scale_bits) << 23).to(gl.float32, bitcast=True)
+    return gl.where(amax_exponent == 255, float("nan"), q_inverse)
+
+
+@gluon_jit
+def _hopper_zero_rows(stage, valid):
+    # Zero the rows valid.. of a ring stage [64, 512] of bytes (as 32-bit words), so that what
+    # another sequence holds there (NaN included) cannot reach P.V. Every warp is past its
+    # reads of the stage's words before the stores, and past the stores before what follows.
+    WORDS: gl.constexpr = gl.BlockedLayout([1, 4], [8, 4], [4, 1], [1, 0])
+    words = _gluon_reinterpret(stage, gl.uint32, [64, 128],
+                               gl.NVMMASharedLayout(swizzle_byte_width=128, element_bitwidth=32, rank=2))
+    x = words.load(WORDS)
+    row = gl.expand_dims(gl.arange(0, 64, layout=gl.SliceLayout(1, WORDS)), 1)
+    _gluon_barrier()
+    words.store(gl.where(row < valid, x, 0))
+    _gluon_barrier()
+
+
+@gluon_jit
+def _hopper_issue_tile(nope_desc, rope_desc, row, bar, nope_dst, rope_dst):
+    # One tile's TMA copies (rows row .. row + 63; rows past the buffer are zero-filled).
+    gl_hopper.mbarrier.expect(bar, nope_desc.block_type.nbytes + rope_desc.block_type.nbytes)
+    gl_hopper.tma.async_copy_global_to_shared(nope_desc, [row, 0], bar, nope_dst)
+    gl_hopper.tma.async_copy_global_to_shared(rope_desc, [row, 512], bar, rope_dst)
+
+
+@gluon_jit
+def _hopper_fp8_kernel(
+    q_ptr, nope_desc, rope_desc, kv_scale_ptr, qo_indptr_ptr, kv_indptr_ptr, out_ptr,
+    part_o_ptr, part_lse_ptr, counters_ptr,
+    qk_scale, total_q, kv_rows, num_splits,
+    stride_q_tok, stride_q_head, stride_o_tok, stride_o_head,
+    SPLIT: gl.constexpr, COMBINE_IN_KERNEL: gl.constexpr, ARRIVALS: gl.constexpr, STAGES: gl.constexpr,
+    SPLIT_OPERANDS: gl.constexpr,
+):
+    BLOCK_N: gl.constexpr = 64
+    MMA: gl.constexpr = _hopper_fp8_mma_layout()
+    TERMS: gl.constexpr = 2 if SPLIT_OPERANDS else 1  # e4m3 terms of Q and of P
+    split = gl.program_id(0)
+    b = gl.program_id(1)
+    lo, hi = _gluon_split_bounds(kv_indptr_ptr, b, split, kv_rows, num_splits, BLOCK_N)
+    q_row = _gluon_query_row(qo_indptr_ptr, b, total_q)
+
+    q_nope = gl.allocate_shared_memory(gl.float8e4nv, [TERMS, 16, 512],
+                                       gl.NVMMASharedLayout.get_default_for([16, 512], gl.float8e4nv))
+    q_rope = gl.allocate_shared_memory(gl.float8e4nv, [TERMS, 16, 64],
+                                       gl.NVMMASharedLayout.get_default_for([16, 64], gl.float8e4nv))
+    p_smem = gl.allocate_shared_memory(gl.float8e4nv, [TERMS, 16, BLOCK_N],
+                                       gl.NVMMASharedLayout.get_default_for([16, BLOCK_N], gl.float8e4nv))
+    nope_ring = gl.allocate_shared_memory(gl.float8e4nv, [STAGES, BLOCK_N, 512], nope_desc.layout)
+    rope_ring = gl.allocate_shared_memory(gl.float8e4nv, [STAGES, BLOCK_N, 64], rope_desc.layout)
+    bars = gl.allocate_shared_memory(gl.int64, [STAGES, 1], gl_hopper.mbarrier.MBarrierLayout())
+    for index in gl.static_range(STAGES):
+        gl_hopper.mbarrier.init(bars.index(index), count=1)
+
+    tiles = gl.cdiv(hi - lo, BLOCK_N)
+    for index in gl.static_range(STAGES - 1):
+        if index < tiles:
+            _hopper_issue_tile(nope_desc, rope_desc, lo + index * BLOCK_N, bars.index(index),
+                               nope_ring.index(index), rope_ring.index(index))
+
+    q_inverse = _hopper_q_fp8(q_ptr, q_row, stride_q_tok, stride_q_head, q_nope, q_rope, SPLIT_OPERANDS)
+    gl_hopper.fence_async_shared()
+    kv_scale = gl.load(kv_scale_ptr)
+    HEADS: gl.constexpr = gl.SliceLayout(0, MMA)
+    score_scale = gl.expand_dims(gl.convert_layout(q_inverse, HEADS) * (qk_scale * kv_scale), 0)
+    rows = gl.expand_dims(gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, MMA)), 1)
+
+    m_i = gl.full([16], float("-inf"), gl.float32, HEADS)
+    l_i = gl.zeros([16], gl.float32, HEADS)
+    acc = gl.zeros([512, 16], gl.float32, MMA)
+    for tile in range(tiles):
+        start = lo + tile * BLOCK_N
+        # The stage of tile - 1 is free once every warp is past its reads (its products were
+        # waited for): the copies of tile + STAGES - 1 go there.
+        _gluon_barrier()
+        ahead = tile + STAGES - 1
+        if ahead < tiles:
+            _hopper_issue_tile(nope_desc, rope_desc, lo + ahead * BLOCK_N, bars.index(ahead % STAGES),
+                               nope_ring.index(ahead % STAGES), rope_ring.index(ahead % STAGES))
+        current = tile % STAGES
+        gl_hopper.mbarrier.wait(bars.index(current), (tile // STAGES) & 1)
+        k_nope = nope_ring.index(current)
+        s = gl_hopper.warpgroup_mma(k_nope, q_nope.index(0).permute((1, 0)), gl.zeros([BLOCK_N, 16], gl.float32, MMA),
+                             use_acc=False, is_async=True)
+        s = gl_hopper.warpgroup_mma(rope_ring.index(current), q_rope.index(0).permute((1, 0)), s, is_async=True)
+        if SPLIT_OPERANDS:
+            s = gl_hopper.warpgroup_mma(k_nope, q_nope.index(1).permute((1, 0)), s, is_async=True)
+            s = gl_hopper.warpgroup_mma(rope_ring.index(current), q_rope.index(1).permute((1, 0)), s, is_async=True)
+        if start + BLOCK_N > hi:  # the split's last tile: rows past its end contribute nothing
+            _hopper_zero_rows(k_nope, hi - start)
+        v = k_nope.load(_hopper_v_load_layout())
+        s = gl_hopper.warpgroup_mma_wait(0, deps=(s,))
+        s = gl.where(rows < hi - start, s * score_scale, float("-inf"))  # log2 domain
+        m_new = gl.maximum(m_i, gl.max(s, 0))
+        m_safe = gl.where(m_new == float("-inf"), 0.0, m_new)
+        alpha = gl.exp2(m_i - m_safe)
+        p = gl.exp2(s - gl.expand_dims(m_safe, 0))
+        l_i = l_i * alpha + gl.sum(p, 0)
+        m_i = m_new
+        # P x 2^8 in e4m3 (P <= 1: keeps small probabilities out of the subnormals); the
+        # factor comes off the output at the end.
+        p = p * 256.0
+        p_hi = p.to(gl.float8e4nv)
+        p_smem.index(0).store(_hopper_token_order(p_hi).permute((1, 0)))
+        if SPLIT_OPERANDS:
+            p_smem.index(1).store(_hopper_token_order((p - p_hi.to(gl.float32)).to(gl.float8e4nv)).permute((1, 0)))
+        gl_hopper.fence_async_shared()
+        _gluon_barrier()
+        acc = acc * gl.expand_dims(gl.convert_layout(alpha, gl.SliceLayout(0, MMA)), 0)
+        # P.V completes within the iteration: left in flight across the loop, it made ptxas
+        # serialize every wgmma of the kernel (C7514, accumulator registers defined inside a
+        # pipeline stage).
+        a = _hopper_v_operand(v)
+        acc = gl_hopper.warpgroup_mma(a, p_smem.index(0).permute((1, 0)), acc, is_async=SPLIT_OPERANDS)
+        if SPLIT_OPERANDS:
+            acc = gl_hopper.warpgroup_mma(a, p_smem.index(1).permute((1, 0)), acc, is_async=True)
+            acc = gl_hopper.warpgroup_mma_wait(0, deps=(acc,))
+    for index in gl.static_range(STAGES):
+        gl_hopper.mbarrier.invalidate(bars.index(index))
+
+    ROWS: gl.constexpr = _gluon_rows_layout("ampere", 2)
+    o = gl.convert_layout(_hopper_feature_order(acc * (kv_scale * 0.00390625)), ROWS)
+    HEAD_ROWS: gl.constexpr = gl.SliceLayout(1, ROWS)
+    _gluon_finish(o, gl.convert_layout(m_i, HEAD_ROWS), gl.convert_layout(l_i, HEAD_ROWS), b, split, q_row,
+                  out_ptr, part_o_ptr, part_lse_ptr, counters_ptr, num_splits, stride_o_tok, stride_o_head,
+                  SPLIT, COMBINE_IN_KERNEL, ARRIVALS, ROWS, "ampere")
+
+
+# ---- MXFP4 ----
+# The same program over the MXFP4 cache (288 code bytes + 18 e8m0 scale bytes a row; Hopper has
+# no fp4 MMA). Both products in bf16. K's codes are decoded in registers straight into the
+# scores' A operand (a token's features), each value exact: a code's 3 magnitude bits placed at
+# bf16's exponent / mantissa boundary are E2M1 x 2^-126 (codes 0 and 1 land on zero and bf16's
+# subnormal 2^-127, E2M1's own), and one bf16x2 multiply by 2^(d + 126) scales a pair, where
+# d = s - c <= 0 is the block's scale byte s relative to its token's largest, c. The token's
+# 2^(c - 127) multiplies its scores and its P (P' = P x 2^(c - 127), bf16), so no value leaves
+# bf16's range, whatever the scales. The decoded nope values are also V: they go to shared
+# memory (stmatrix) as they are made, and P.V reads them there (wgmma's A from shared memory,
+# MN-major, which bf16 allows), so V is decoded once. The codes' ring is one stage, free once K is
+# decoded: the next tile's copy is issued then and is in flight during this tile's softmax and
+# P.V (with V's 64 KiB, two programs fit an SM's shared memory only so).
+# Rows past the split's end get multipliers 0: their K and V are zeros (their scores -inf).
+# Feature order: a thread decodes whole 32-bit words of codes (8 values); S^T's contraction and
+# O^T's rows run over the features in the order the decode yields them (_hopper_mxfp4_k_order):
+# Q is loaded in that order, the output stored back in feature order.
+@gluon_constexpr_function
+def _hopper_bf16_mma_layout():
+    return gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, 16, 16])
+
+
+# A chunk of K's codes [64 tokens, 16 words] (128 features): a thread holds 4 consecutive words
+# (one 16-byte block, one ld.shared.v4) of 2 rows; lanes 0..1 pick the block in the chunk.
+@gluon_constexpr_function
+def _hopper_k_words_layout():
+    return gl.DistributedLinearLayout(
+        reg_bases=[[0, 1], [0, 2], [8, 0]], lane_bases=[[0, 4], [0, 8], [1, 0], [2, 0], [4, 0]],
+        warp_bases=[[16, 0], [32, 0]], block_bases=[], shape=[64, 16])
+
+
+# The rope's codes [64 tokens, 8 words]: 2 words (one ld.shared.v2) of 2 rows a thread.
+@gluon_constexpr_function
+def _hopper_rope_words_layout():
+    return gl.DistributedLinearLayout(
+        reg_bases=[[0, 1], [8, 0]], lane_bases=[[0, 2], [0, 4], [1, 0], [2, 0], [4, 0]],
+        warp_bases=[[16, 0], [32, 0]], block_bases=[], shape=[64, 8])
+
+
+# The multipliers of a chunk's blocks [64 tokens, 4 blocks] in _hopper_k_words_layout's rows
+# and lanes.
+@gluon_constexpr_function
+def _hopper_k_mults_layout():
+    return gl.SliceLayout(2, gl.DistributedLinearLayout(
+        reg_bases=[[0, 0, 1], [0, 0, 2], [8, 0, 0]], lane_bases=[[0, 1, 0], [0, 2, 0], [1, 0, 0], [2, 0, 0], [4, 0, 0]],
+        warp_bases=[[16, 0, 0], [32, 0, 0]], block_bases=[], shape=[64, 4, 4]))
+
+
+# The rope's multipliers as [64 tokens, 2 blocks, 2]: reshaped to [64, 4] they are the layout of
+# _hopper_rope_words_layout's blocks (word pair c = 2 b + c0, c0 on lane 0).
+@gluon_constexpr_function
+def _hopper_rope_mults_layout():
+    return gl.DistributedLinearLayout(
+        reg_bases=[[8, 0, 0]], lane_bases=[[0, 0, 1], [0, 1, 0], [1, 0, 0], [2, 0, 0], [4, 0, 0]],
+        warp_bases=[[16, 0, 0], [32, 0, 0]], block_bases=[], shape=[64, 2, 2])
+
+
+# The scale bytes of a tile [64 tokens, 32 columns] (_hopper_load_scales), 16 a thread.
+@gluon_constexpr_function
+def _hopper_scales_layout():
+    return gl.BlockedLayout([1, 16], [16, 2], [4, 1], [1, 0])
+
+
+@gluon_jit
+def _hopper_e2m1_pairs(words, mult):
+    # words: uint32, 8 E2M1 codes each (nibble n = value n); mult: uint32, two bf16 multipliers.
+    # Returns 4 uint32, pair j holding values j (low half) and j + 4 (high half) as bf16 times
+    # the multiplier of its half.
+    return gl.inline_asm_elementwise(
+        """{
+        .reg .b32 m, s;
+        shl.b32 m, $4, 6;  and.b32 m, m, 0x01C001C0; shl.b32 s, $4, 12; and.b32 s, s, 0x80008000;
+        or.b32 m, m, s; mul.rn.bf16x2 $0, m, $5;
+        shl.b32 m, $4, 2;  and.b32 m, m, 0x01C001C0; shl.b32 s, $4, 8;  and.b32 s, s, 0x80008000;
+        or.b32 m, m, s; mul.rn.bf16x2 $1, m, $5;
+        shr.b32 m, $4, 2;  and.b32 m, m, 0x01C001C0; shl.b32 s, $4, 4;  and.b32 s, s, 0x80008000;
+        or.b32 m, m, s; mul.rn.bf16x2 $2, m, $5;
+        shr.b32 m, $4, 6;  and.b32 m, m, 0x01C001C0; and.b32 s, $4, 0x80008000;
+        or.b32 m, m, s; mul.rn.bf16x2 $3, m, $5;
+        }""",
+        "=r,=r,=r,=r,r,r", [words, mult], dtype=(gl.uint32, gl.uint32, gl.uint32, gl.uint32), is_pure=True,
+        pack=1)
+
+
+@gluon_jit
+def _hopper_bf16_pairs_to_values(p0, p1, p2, p3):
+    # 4 uint32 tensors of bf16 pairs (_hopper_e2m1_pairs) -> bf16 [..., 4 (j), 2 (half)].
+    x = gl.join(gl.join(p0, p2), gl.join(p1, p3)).reshape(p0.shape + [4])  # [..., 2, 2]: (i, j) is pair 2 i + j
+    lo = (x & 0xFFFF).to(gl.uint16).to(gl.bfloat16, bitcast=True)
+    hi = (x >> 16).to(gl.uint16).to(gl.bfloat16, bitcast=True)
+    return gl.join(lo, hi)
+
+
+@gluon_jit
+def _hopper_mxfp4_bf16_mult(s, c):
+    # bf16 bits of 2^(s - c + 126) (s, c scale bytes, s <= c) as uint16. Its biased exponent
+    # e = s - c + 253 is 0 or -1 only for a block 2^252 below its row's largest (a contribution
+    # under 2^-249 of that row's): such a block, and every block of a row whose c is given as
+    # 1024 (a row past the split), gets 0.
+    e = gl.maximum(s.to(gl.int32) - c + 253, 0)
+    return (e << 7).to(gl.uint16)
+
+
+@gluon_jit
+def _hopper_mxfp4_k_order(x, WORDS: gl.constexpr):
+    # Decoded K values [64, 4 (block c), WORDS (word w), 4 (j), 2 (half)] of a chunk -> the
+    # scores' A operand [64, 32 WORDS]: logical feature k = 32 w + 8 j + 2 c + half is physical
+    # chunk feature 32 c + 8 w + j + 4 half (the rope: 16 c + 8 w + j + 4 half).
+    x = x.permute((0, 2, 3, 1, 4)).reshape([64, 32 * WORDS])
+    return gl.convert_layout(x, gl.DotOperandLayout(0, _hopper_bf16_mma_layout(), 2), assert_trivial=True)
+
+
+@gluon_jit
+def _hopper_mxfp4_k_chunk(words, mults, WORDS: gl.constexpr):
+    # words [64, 4 WORDS] uint32 (_hopper_k_words_layout / _hopper_rope_words_layout), mults
+    # [64, 4] uint32 (a multiplier pair per row and block) -> the chunk's A operand.
+    w3 = words.reshape([64, 4, WORDS])
+    m3 = gl.expand_dims(gl.convert_layout(mults, gl.SliceLayout(2, w3.type.layout)), 2)
+    p0, p1, p2, p3 = _hopper_e2m1_pairs(w3, m3 + gl.zeros_like(w3))
+    return _hopper_mxfp4_k_order(_hopper_bf16_pairs_to_values(p0, p1, p2, p3), WORDS)
+
+
+@gluon_jit
+def _hopper_mxfp4_k_feature_order(ot):
+    # O^T [512, 16] with rows in the scores' feature order (chunk, w, j, c, half) -> [16, 512] in
+    # feature order 128 chunk + 32 c + 8 w + 4 half + j (_hopper_mxfp4_k_order).
+    return ot.reshape([4, 4, 4, 4, 2, 16]).permute((5, 0, 3, 1, 4, 2)).reshape([16, 512])
+
+
+@gluon_jit
+def _hopper_q_bf16_mxfp4(q_ptr, q_row, stride_q_tok, stride_q_head, q_chunks, q_rope):
+    # Q [16, 576] in the scores' feature order (_hopper_mxfp4_k_order) into shared memory.
+    LAYOUT: gl.constexpr = gl.BlockedLayout([1, 8], [2, 16], [4, 1], [1, 0])
+    heads = gl.expand_dims(gl.arange(0, 16, layout=gl.SliceLayout(1, LAYOUT)), 1)
+    base = q_ptr + q_row.to(gl.int64) * stride_q_tok + heads * stride_q_head
+    k = gl.expand_dims(gl.arange(0, 128, layout=gl.SliceLayout(0, LAYOUT)), 0)
+    # k = 32 w + 8 j + 2 c + half -> 32 c + 8 w + j + 4 half
+    phys = 32 * ((k >> 1) & 3) + 8 * (k >> 5) + ((k >> 3) & 3) + 4 * (k & 1)
+    for chunk in gl.static_range(4):
+        q_chunks.index(chunk).store(gl.load(base + 128 * chunk + phys))
+    kr = gl.expand_dims(gl.arange(0, 64, layout=gl.SliceLayout(0, LAYOUT)), 0)
+    phys_r = 16 * ((kr >> 1) & 3) + 8 * (kr >> 5) + ((kr >> 3) & 3) + 4 * (kr & 1)
+    q_rope.store(gl.load(base + 512 + phys_r))
+
+
+@gluon_jit
+def _hopper_load_scales(sc_ptr, start, kv_rows, stride_sr, stride_sc):
+    # The scale bytes of the tile at `start` [64, 32]: column b < 18 is block b, the rest zero.
+    # Rows clamped into the buffer (rows past the split are masked by the caller).
+    rows = gl.expand_dims(gl.arange(0, 64, layout=gl.SliceLayout(1, _hopper_scales_layout())), 1)
+    cols = gl.expand_dims(gl.arange(0, 32, layout=gl.SliceLayout(0, _hopper_scales_layout())), 0)
+    row = gl.maximum(gl.minimum(start + rows, kv_rows - 1), 0)
+    return gl.load(sc_ptr + row.to(gl.int64) * stride_sr + cols * stride_sc, mask=cols < 18, other=0)
+
+
+@gluon_jit
+def _hopper_issue_tile_bytes(nope_desc, rope_desc, row, bar, nope_dst, rope_dst):
+    # One MXFP4 tile's TMA copies: codes 0..255 and 256..287 of rows row .. row + 63.
+    gl_hopper.mbarrier.expect(bar, nope_desc.block_type.nbytes + rope_desc.block_type.nbytes)
+    gl_hopper.tma.async_copy_global_to_shared(nope_desc, [row, 0], bar, nope_dst)
+    gl_hopper.tma.async_copy_global_to_shared(rope_desc, [row, 256], bar, rope_dst)
+
+
+@gluon_jit
+def _hopper_mxfp4_kernel(
+    q_ptr, nope_desc, rope_desc, kv_scale_ptr, qo_indptr_ptr, kv_indptr_ptr, out_ptr,
+    part_o_ptr, part_lse_ptr, counters_ptr,
+    qk_scale, total_q, kv_rows, num_splits,
+    stride_q_tok, stride_q_head, stride_sr, stride_sc, stride_o_tok, stride_o_head,
+    SPLIT: gl.constexpr, COMBINE_IN_KERNEL: gl.constexpr, ARRIVALS: gl.constexpr,
+):
+    BLOCK_N: gl.constexpr = 64
+    MMA: gl.constexpr = _hopper_bf16_mma_layout()
+    split = gl.program_id(0)
+    b = gl.program_id(1)
+    lo, hi = _gluon_split_bounds(kv_indptr_ptr, b, split, kv_rows, num_splits, BLOCK_N)
+    q_row = _gluon_query_row(qo_indptr_ptr, b, total_q)
+
+    PLAIN: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, [1, 0])
+    q_chunks = gl.allocate_shared_memory(gl.bfloat16, [4, 16, 128],
+                                         gl.NVMMASharedLayout.get_default_for([16, 128], gl.bfloat16))
+    q_rope = gl.allocate_shared_memory(gl.bfloat16, [16, 64], gl.NVMMASharedLayout.get_default_for([16, 64],
+                                                                                                    gl.bfloat16))
+    p_smem = gl.allocate_shared_memory(gl.bfloat16, [16, BLOCK_N],
+                                       gl.NVMMASharedLayout.get_default_for([16, BLOCK_N], gl.bfloat16))
+    mult_smem = gl.allocate_shared_memory(gl.uint16, [64, 32], PLAIN)  # per (row, block) bf16 multipliers
+    # V as decoded for the scores: [64 tokens, 512] bf16 in the scores' feature order.
+    v_stage = gl.allocate_shared_memory(gl.bfloat16, [BLOCK_N, 512],
+                                        gl.NVMMASharedLayout.get_default_for([BLOCK_N, 512], gl.bfloat16))
+    row_smem = gl.allocate_shared_memory(gl.float32, [64], gl.SwizzledSharedLayout(1, 1, 1, [0]))  # 2^(c - 127)
+    nope_stage = gl.allocate_shared_memory(gl.uint8, [BLOCK_N, 256], nope_desc.layout)
+    rope_stage = gl.allocate_shared_memory(gl.uint8, [BLOCK_N, 32], rope_desc.layout)
+    bar = gl.allocate_shared_memory(gl.int64, [1], gl_hopper.mbarrier.MBarrierLayout())
+    gl_hopper.mbarrier.init(bar, count=1)
+
+    tiles = gl.cdiv(hi - lo, BLOCK_N)
+    if 0 < tiles:
+        _hopper_issue_tile_bytes(nope_desc, rope_desc, lo, bar, nope_stage, rope_stage)
+    scales = _hopper_load_scales(kv_scale_ptr, lo, kv_rows, stride_sr, stride_sc)
+    _hopper_q_bf16_mxfp4(q_ptr, q_row, stride_q_tok, stride_q_head, q_chunks, q_rope)
+    gl_hopper.fence_async_shared()
+
+    NOPE_WORDS: gl.constexpr = gl.NVMMASharedLayout(swizzle_byte_width=128, element_bitwidth=32, rank=2)
+    ROPE_WORDS: gl.constexpr = gl.NVMMASharedLayout(swizzle_byte_width=32, element_bitwidth=32, rank=2)
+    nope_words = _gluon_reinterpret(nope_stage, gl.uint32, [64, 64], NOPE_WORDS)
+    rope_words = _gluon_reinterpret(rope_stage, gl.uint32, [64, 8], ROPE_WORDS)
+    srow = gl.arange(0, 64, layout=gl.SliceLayout(1, _hopper_scales_layout()))
+    rows = gl.expand_dims(gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, MMA)), 1)
+
+    m_i = gl.full([16], float("-inf"), gl.float32, gl.SliceLayout(0, MMA))
+    l_i = gl.zeros([16], gl.float32, gl.SliceLayout(0, MMA))
+    acc = gl.zeros([512, 16], gl.float32, MMA)
+    for tile in range(tiles):
+        start = lo + tile * BLOCK_N
+        valid = hi - start
+        # This tile's scale bytes -> per (row, block) multipliers and per row 2^(c - 127);
+        # the next tile's bytes are loaded now, used next iteration.
+        row_ok = srow < valid
+        c = gl.max(scales.to(gl.int32), 1)
+        mult_smem.store(_hopper_mxfp4_bf16_mult(scales, gl.expand_dims(gl.where(row_ok, c, 1024), 1)))
+        c = gl.where(row_ok, c, 127)
+        row_smem.store(gl.maximum(c << 23, 0x00400000).to(gl.float32, bitcast=True))
+        scales = _hopper_load_scales(kv_scale_ptr, start + BLOCK_N, kv_rows, stride_sr, stride_sc)
+        _gluon_barrier()
+        gl_hopper.mbarrier.wait(bar, tile & 1)
+        # S^T = K . Q^T by chunks of 128 features (then the rope's 64), K decoded into registers;
+        # the nope chunks are also V, kept in shared memory for P.V.
+        s = gl.zeros([BLOCK_N, 16], gl.float32, MMA)
+        for chunk in gl.static_range(4):
+            km = mult_smem.slice(4 * chunk, 4, dim=1).load(_hopper_k_mults_layout()).to(gl.uint32) * 0x10001
+            a = _hopper_mxfp4_k_chunk(nope_words.slice(16 * chunk, 16, dim=1).load(_hopper_k_words_layout()), km, 4)
+            v_stage.slice(128 * chunk, 128, dim=1).store(a)
+            s = gl_hopper.warpgroup_mma(a, q_chunks.index(chunk).permute((1, 0)), s)
+        # The rope's words c = 0..3 are blocks 16, 16, 17, 17: each multiplier read by two lanes.
+        rm = mult_smem.slice(16, 2, dim=1).load(gl.SliceLayout(2, _hopper_rope_mults_layout())).to(gl.uint32) * 0x10001
+        rm = (gl.expand_dims(rm, 2) + gl.zeros([64, 2, 2], gl.uint32, _hopper_rope_mults_layout())).reshape([64, 4])
+        a = _hopper_mxfp4_k_chunk(rope_words.load(_hopper_rope_words_layout()), rm, 2)
+        s = gl_hopper.warpgroup_mma(a, q_rope.permute((1, 0)), s)
+        _gluon_barrier()  # every warp is past its reads of the stage: the next tile's copy goes there
+        if tile + 1 < tiles:
+            _hopper_issue_tile_bytes(nope_desc, rope_desc, start + BLOCK_N, bar, nope_stage, rope_stage)
+        row_factor = gl.expand_dims(row_smem.load(gl.SliceLayout(1, MMA)), 1)
+        s = gl.where(rows < valid, s * (row_factor * qk_scale), float("-inf"))  # log2 domain
+        m_new = gl.maximum(m_i, gl.max(s, 0))
+        m_safe = gl.where(m_new == float("-inf"), 0.0, m_new)
+        alpha = gl.exp2(m_i - m_safe)
+        p = gl.exp2(s - gl.expand_dims(m_safe, 0))
+        l_i = l_i * alpha + gl.sum(p, 0)
+        m_i = m_new
+        p_smem.store((p * row_factor).to(gl.bfloat16).permute((1, 0)))
+        alpha_o = gl.expand_dims(gl.convert_layout(alpha, gl.SliceLayout(0, MMA)), 0)
+        _gluon_barrier()  # every warp is past its reads of mult_smem and row_smem, its stores are in
+        gl_hopper.fence_async_shared()
+        acc = gl_hopper.warpgroup_mma(v_stage.permute((1, 0)), p_smem.permute((1, 0)), acc * alpha_o)
+    gl_hopper.mbarrier.invalidate(bar)
+
+    ROWS: gl.constexpr = _gluon_rows_layout("ampere", 2)
+    o = gl.convert_layout(_hopper_mxfp4_k_feature_order(acc), ROWS)
+    HEAD_ROWS: gl.constexpr = gl.SliceLayout(1, ROWS)
+    _gluon_finish(o, gl.convert_layout(m_i, HEAD_ROWS), gl.convert_layout(l_i, HEAD_ROWS), b, split, q_row,
+                  out_ptr, part_o_ptr, part_lse_ptr, counters_ptr, num_splits, stride_o_tok, stride_o_head,
+                  SPLIT, COMBINE_IN_KERNEL, ARRIVALS, ROWS, "ampere")
+
+
+# -------------------------------------------------------------------------------------
+# 2.5 The a8w8 Q quantizer: bf16 -> fp8 per tensor in two launches, no host sync. Its bytes
 # and scale equal reference.quantize_fp8's, which computes in bfloat16: amax = max|q|
 # (exact), clamped to >= 1e-12; scale = amax / fp8_max rounded to bf16; q / scale as an
 # fp32 division rounded to fp32, then to bf16; clamped to +-fp8_max; cast to fp8 (nearest,
@@ -2147,7 +2674,7 @@ def _q_fp8_quantize_kernel(q_ptr, partials_ptr, out_ptr, scale_ptr, n, num_parti
 
 
 # -------------------------------------------------------------------------------------
-# 2.5 The aiter route's guards on kv_indptr (section 3.3 says what each variant checks):
+# 2.6 The aiter route's guards on kv_indptr (section 3.3 says what each variant checks):
 # a call they refuse makes what aiter reads NaN, so its whole output is NaN.
 # -------------------------------------------------------------------------------------
 @triton.jit
@@ -2255,6 +2782,10 @@ def _kv_indptr_compare_kernel(kv_scale_ptr, checked_kv_scale_ptr, kv_indptr_ptr,
 # 3.1 Kernel forms: the records, the autopick's Triton candidates, the launches
 # -------------------------------------------------------------------------------------
 GLUON_ARCHS = {"gfx950": "cdna4"}  # device architecture -> the Gluon kernel's ARCH; NVIDIA sm_80+ -> "ampere"
+# Gluon ARCHs that some devices alone run, and those devices: a form whose kernel is written
+# for one (KernelForm.gluon_arch) is offered there alone. "hopper": TMA, mbarriers and
+# warpgroup MMAs (sm_90a; Blackwell has no warpgroup MMA).
+GLUON_ARCH_DEVICES = {"hopper": ("sm_90",)}
 
 
 def gluon_arch(arch: str) -> str:
@@ -2266,47 +2797,79 @@ def gluon_arch(arch: str) -> str:
     return ""
 
 
+def form_gluon_arch(form: KernelForm, arch: str) -> str:
+    """The ARCH of `form`'s Gluon kernel on a device of `arch`: the device's (gluon_arch), or
+    the form's own where it names one (GLUON_ARCH_DEVICES says where that runs); "" for a
+    Triton form and where the form has no kernel for the device."""
+    if form.language != "gluon":
+        return ""
+    if form.gluon_arch:
+        return form.gluon_arch if arch in GLUON_ARCH_DEVICES[form.gluon_arch] else ""
+    return gluon_arch(arch)
+
+
+def form_runs_on(form: KernelForm, arch: str) -> bool:
+    """Whether `form` has a kernel for a device of `arch`: a Triton form everywhere, a Gluon
+    form where it has an ARCH for the device (whatever this Triton's Gluon lacks)."""
+    return form.language != "gluon" or bool(form_gluon_arch(form, arch))
+
+
 def gluon_problem(kernel_arch: str) -> str:
-    """Why this Triton offers no Gluon form for the kernel ARCH ("cdna4", "ampere"); "" if it does."""
+    """Why this Triton offers no Gluon form for the kernel ARCH ("cdna4", "ampere", "hopper");
+    "" if it does."""
     return _GLUON_PROBLEMS.get(kernel_arch, f"no Gluon kernel for ARCH {kernel_arch!r}")
 
 
-def gluon_forms_here(arch: str) -> bool:
-    """Whether Gluon forms can be offered for a device of `arch`: the kernels are compiled
-    (not interpreted), the architecture has a Gluon ARCH, and this Triton's Gluon has what
-    the kernel for that ARCH uses (gluon_problem)."""
-    return not _INTERPRETED and bool(gluon_arch(arch)) and not gluon_problem(gluon_arch(arch))
+def gluon_forms_here(arch: str, form: KernelForm | None = None) -> bool:
+    """Whether Gluon forms (`form` alone, where given) can be offered for a device of `arch`:
+    the kernels are compiled (not interpreted), the architecture has a Gluon ARCH for them,
+    and this Triton's Gluon has what the kernel for that ARCH uses (gluon_problem)."""
+    kernel_arch = gluon_arch(arch) if form is None else form_gluon_arch(form, arch)
+    return not _INTERPRETED and bool(kernel_arch) and not gluon_problem(kernel_arch)
 
 
 _GLUON_REFUSALS_SAID: set = set()
 
 
-def _say_why_no_gluon(arch: str) -> None:
-    # Under MLA_DEBUG, once per architecture: why a GPU that has a Gluon kernel gets no Gluon form.
-    problem = gluon_arch(arch) and not _INTERPRETED and gluon_problem(gluon_arch(arch))
-    if problem and arch not in _GLUON_REFUSALS_SAID and _env_flag("MLA_DEBUG"):
-        _GLUON_REFUSALS_SAID.add(arch)
-        print(f"[mla] no Gluon form on {arch}: {problem}", file=sys.stderr)
+def _say_why_no_gluon(arch: str, kernel_arch: str) -> None:
+    # Under MLA_DEBUG, once per architecture and kernel ARCH: why a GPU that has a Gluon
+    # kernel gets no Gluon form of that ARCH.
+    problem = kernel_arch and not _INTERPRETED and gluon_problem(kernel_arch)
+    if problem and (arch, kernel_arch) not in _GLUON_REFUSALS_SAID and _env_flag("MLA_DEBUG"):
+        _GLUON_REFUSALS_SAID.add((arch, kernel_arch))
+        forms = "Gluon form" if kernel_arch == gluon_arch(arch) else f"Gluon {kernel_arch} form"
+        print(f"[mla] no {forms} on {arch}: {problem}", file=sys.stderr)
 
 
-def check_gluon_here(arch: str) -> None:
-    """Raises ValueError, saying why, where a Gluon form cannot run (before any launch)."""
+def check_gluon_here(arch: str, form: KernelForm | None = None) -> None:
+    """Raises ValueError, saying why, where a Gluon form (`form`, where given) cannot run
+    (before any launch)."""
     if _INTERPRETED:
         raise ValueError("Gluon kernels do not run under TRITON_INTERPRET=1 (Gluon asks for a GPU "
                          "driver); use a Triton form there")
-    if not gluon_arch(arch):
+    if form is not None and form.gluon_arch:
+        devices = GLUON_ARCH_DEVICES[form.gluon_arch]
+        if arch not in devices:
+            raise ValueError(f"the {form.kv_format} form {form.name} runs on {' or '.join(devices)} GPUs only "
+                             f"(Gluon's {form.gluon_arch} kernels), not on {arch or 'this device (no GPU)'}")
+        kernel_arch = form.gluon_arch
+    elif not gluon_arch(arch):
         raise ValueError(f"the Gluon forms run on gfx950 or NVIDIA sm_80+ GPUs, not on "
                          f"{arch or 'this device (no GPU)'}")
-    if gluon_problem(gluon_arch(arch)):
-        raise ValueError(f"no Gluon form on {arch}: {gluon_problem(gluon_arch(arch))}")
+    else:
+        kernel_arch = gluon_arch(arch)
+    if gluon_problem(kernel_arch):
+        forms = "Gluon form" if kernel_arch == gluon_arch(arch) else f"Gluon {kernel_arch} form"
+        raise ValueError(f"no {forms} on {arch}: {gluon_problem(kernel_arch)}")
 
 
 @dataclasses.dataclass(frozen=True)
 class Tile:
     """How a form is tiled: BLOCK_N KV rows a tile, num_warps, num_stages, and on AMD the
     waves a SIMD the register allocator aims for (waves_per_eu; 0: none). A Gluon form's
-    num_warps counts 64-thread groups (a gfx950 wave: NVIDIA launches twice as many warps)
-    and its num_stages is the tiles in its pipeline (its STAGES argument)."""
+    num_warps counts 64-thread groups (a gfx950 wave: NVIDIA launches twice as many warps),
+    a Hopper form's NVIDIA warps (4: one warpgroup), and its num_stages is the tiles in its
+    pipeline (its STAGES argument)."""
     block_n: int
     num_warps: int
     num_stages: int
@@ -2343,6 +2906,12 @@ def device_filling_splits(form: KernelForm, batch: int, max_kv_len: int, num_sms
     return _pow2_floor(min(2 * num_sms // batch, 64, max(max_kv_len // 64, 1))), 64
 
 
+def _pointer_arguments(form: KernelForm, launch, q, kv, kv_scale, qo_indptr, kv_indptr, out) -> dict:
+    """The call's tensors as the Triton kernel and the Gluon kernel take them."""
+    return dict(q_ptr=q, kv_ptr=kv, kv_scale_ptr=kv_scale, qo_indptr_ptr=qo_indptr, kv_indptr_ptr=kv_indptr,
+                out_ptr=out)
+
+
 @dataclasses.dataclass(frozen=True, eq=False)
 class KernelForm:
     """One form of the decode over one KV format (section 2 says what each computes). What
@@ -2350,17 +2919,19 @@ class KernelForm:
     adding a form is adding a record to KERNEL_FORMS and its kernel."""
     kv_format: str            # "fp8" or "mxfp4"
     name: str                 # among the format's forms: MLA_ROUTE=triton_<format>:<name>, form=<name> in labels
-    language: str             # "triton", or "gluon" (offered only where gluon_forms_here)
+    language: str             # "triton", or "gluon" (offered only where gluon_forms_here says so)
     # Architecture -> the form's place among its format's forms offered there (0 leads: its
     # launches head the candidates); "" stands for every architecture not named; None: not
     # offered there (MLA_ROUTE can still force it).
     places: dict
     tiles: tuple              # the Tiles it is offered with, the first leading
-    kernel: object            # its JIT function; it takes the call's tensors as q_ptr, kv_ptr,
-                              # kv_scale_ptr, qo_indptr_ptr, kv_indptr_ptr, out_ptr
+    kernel: object            # its JIT function
     # (form, launch, q, kv, kv_scale, sm_scale, scratch) -> the kernel's other arguments by
     # name: what a plan fixes (shapes, strides, scratch, constexprs).
     arguments: Callable
+    # (form, launch, q, kv, kv_scale, qo_indptr, kv_indptr, out) -> the kernel's arguments that
+    # come with every call, by name: the tensors (the Hopper forms' KV as TMA descriptors).
+    call_arguments: Callable = _pointer_arguments
     split_rule: Callable = device_filling_splits  # (form, batch, max_kv_len, num_sms, arch) -> (splits, min tokens)
     programs_per_cu: int = 1  # programs a CU needs beside each other to keep its loads in flight (gfx950 splits)
     wide_tile_when_idle: bool = False  # the second tile (more warps a program) leads where batch x splits < SMs
@@ -2372,6 +2943,10 @@ class KernelForm:
     whole_tiles: bool = False  # it reads whole tiles inside the buffer: one tile of rows at least, a scale row each
     int32_tile_offsets: bool = False  # its offsets within a tile are 32-bit: BLOCK_N rows (and scales) must fit
     kv_dtype: object = None   # the one fp8 dtype it reads (None: any of FP8_DTYPES)
+    gluon_arch: str = ""      # a Gluon kernel written for an ARCH of GLUON_ARCH_DEVICES ("hopper"); "": the device's
+    # (form, batch, max_kv_len, num_sms, arch) -> the launches it is offered with wherever it
+    # is placed; None: triton_launch_candidates's rule (the lead's several, one each other's).
+    own_launches: Callable | None = None
 
 
 def _decode_arguments(form: KernelForm, launch, q, kv, kv_scale, sm_scale: float, scratch) -> dict:
@@ -2403,39 +2978,121 @@ def _gluon_decode_arguments(form: KernelForm, launch, q, kv, kv_scale, sm_scale:
                 WAVE_GROUPS=_wave_groups(form, launch), STAGES=launch.num_stages, ARCH=launch.gluon_arch)
 
 
+HOPPER_BLOCK_N = 64  # the Hopper kernels' tile (fixed in their code): the M of one warpgroup MMA, 4 warps x 16 rows
+
+
+def _hopper_decode_arguments(form: KernelForm, launch, q, kv, kv_scale, sm_scale: float, scratch,
+                             **form_constexprs) -> dict:
+    """A Hopper kernel's arguments after the call's tensors: the shared ones but the KV row
+    stride (the TMA descriptors carry it) and, for fp8, the block scales' strides; the fp8
+    kernel's ring (STAGES); the form's own constexprs (fp8: SPLIT_OPERANDS)."""
+    _require(launch.block_n == HOPPER_BLOCK_N, ValueError,
+             f"the {form.kv_format} form {form.name} reads {HOPPER_BLOCK_N}-row tiles, not {launch.block_n}")
+    if form.kv_format == "mxfp4":  # read through the KV row's index, clamped to the buffer
+        _require(kv_scale.shape[0] >= kv.shape[0], ValueError,
+                 f"the mxfp4 form {form.name} needs a scale row for every KV row ({kv_scale.shape[0]} scale rows, "
+                 f"{kv.shape[0]} KV rows)")
+    arguments = _decode_arguments(form, launch, q, kv, kv_scale, sm_scale, scratch)
+    del arguments["stride_kv"]
+    if form.kv_format == "fp8":
+        del arguments["stride_sr"], arguments["stride_sc"]
+        arguments["STAGES"] = launch.num_stages  # MXFP4's one-stage ring is its kernel's own
+    split = launch.num_splits > 1
+    combine = split and launch.combine_in_kernel
+    return dict(arguments, SPLIT=split, COMBINE_IN_KERNEL=combine, ARRIVALS=_combine_arrivals(launch) if combine else 0,
+                **form_constexprs)
+
+
+@functools.lru_cache(maxsize=None)
+def _hopper_tile_layout(block_columns: int, e4m3: bool):
+    # The shared-memory layout of a TMA tile (the same for every call: made once, 10 us each).
+    element = gl.float8e4nv if e4m3 else gl.uint8
+    return gl.NVMMASharedLayout.get_default_for([HOPPER_BLOCK_N, block_columns], element)
+
+
+def _hopper_descriptor(rows, block_columns: int):
+    """A TMA descriptor of the KV rows (a 2-D view, rows of bytes or e4m3) in tiles of
+    HOPPER_BLOCK_N rows x block_columns."""
+    layout = _hopper_tile_layout(block_columns, rows.dtype == torch.float8_e4m3fn)
+    return gl_hopper_host.TensorDescriptor(rows, list(rows.shape), list(rows.stride()),
+                                           [HOPPER_BLOCK_N, block_columns], layout)
+
+
+def _hopper_call_arguments(form: KernelForm, launch, q, kv, kv_scale, qo_indptr, kv_indptr, out) -> dict:
+    """The call's tensors as a Hopper kernel takes them: the KV rows (checked 16-byte aligned
+    and non-empty, _check_rows) as two TMA descriptors, the 512 nope features' bytes and the
+    64 rope features' (fp8: 512 + 64 e4m3, MXFP4: 256 + 32 code bytes)."""
+    rows = kv.reshape(kv.shape[0], -1)
+    nope_bytes = V_HEAD_DIM if form.kv_format == "fp8" else V_HEAD_DIM // 2
+    return dict(q_ptr=q, nope_desc=_hopper_descriptor(rows, nope_bytes),
+                rope_desc=_hopper_descriptor(rows, rows.shape[1] - nope_bytes), kv_scale_ptr=kv_scale,
+                qo_indptr_ptr=qo_indptr, kv_indptr_ptr=kv_indptr, out_ptr=out)
+
+
+def _hopper_launches(form: KernelForm, batch: int, max_kv_len: int, num_sms: int, arch: str) -> list:
+    """A Hopper form's launches: its leading splits (two programs an SM) with the in-kernel
+    combine, as it ran on the H200; half as many splits (each program longer, fewer partials
+    to merge); the leading splits merged by the combine kernel (two launches, the merge spread
+    over programs instead of one program's loop)."""
+    splits = form.split_rule(form, batch, max_kv_len, num_sms, arch)[0]
+    launch = _launch(splits, form.tiles[0], form, arch)
+    if splits == 1:
+        return [launch]
+    half = _launch(splits // 2, form.tiles[0], form, arch)
+    return [dataclasses.replace(launch, combine_in_kernel=True),
+            dataclasses.replace(half, combine_in_kernel=splits // 2 > 1), launch]
+
+
 # The forms. Tiles: the H200 forms' are its sweep's best (bench/kernel_sweep.py); where
 # 4-warp programs would leave SMs idle the 8-warp tile leads (about one program an SM). The
 # gfx950 forms' are the tiles that compile without spilling at 2 waves a SIMD with the fewest
 # loop instructions a token (bench/gfx950_report.py; a static bound, never run on an
-# MI355X). Places: on gfx950 the Gluon forms lead and the Triton wave forms follow; elsewhere
-# the H200's fastest lead and the CDNA4 forms are extra candidates (Triton lowers fp8 dots
-# and dot_scaled everywhere; gfx950's convert instruction exists only there). The first
-# form of a format is its default where a launch names none.
+# MI355X). Places: on gfx950 the Gluon forms lead and the Triton wave forms follow; on sm_90
+# the Hopper forms lead (each with its own launches: _hopper_launches), then the others in
+# their order elsewhere: the H200's fastest Triton form, then the CDNA4 forms as extra
+# candidates (Triton lowers fp8 dots and dot_scaled everywhere; gfx950's convert instruction
+# exists only there). The first form of a format is its default where a launch names none.
 KERNEL_FORMS = (
-    KernelForm("fp8", "f16", "triton", places={"gfx950": None, "": 0},
+    KernelForm("fp8", "f16", "triton", places={"gfx950": None, "sm_90": 2, "": 0},
                tiles=(Tile(32, 4, 3), Tile(64, 8, 3)), wide_tile_when_idle=True, int32_tile_offsets=True,
                kernel=_mla_decode_kernel, arguments=_triton_decode_arguments),
-    KernelForm("fp8", "e4m3_waves", "triton", places={"gfx950": 1, "": 1},
+    KernelForm("fp8", "e4m3_waves", "triton", places={"gfx950": 1, "sm_90": 3, "": 1},
                tiles=(Tile(128, 4, 1, waves_per_eu=2),), wave_groups=True, int32_tile_offsets=True,
                kernel=_mla_decode_kernel, arguments=_triton_decode_arguments),
     # Gluon: two programs a CU fit the registers (waves_per_eu 2); STAGES 2 is a ring of two.
-    KernelForm("fp8", "gluon", "gluon", places={"gfx950": 0, "": 2},
+    KernelForm("fp8", "gluon", "gluon", places={"gfx950": 0, "sm_90": 4, "": 2},
                tiles=(Tile(128, 4, 2, waves_per_eu=2),), wave_groups=True, int32_tile_offsets=True,
                row_alignment=16, needs_a_row=True, kv_dtype=torch.float8_e4m3fn,
                kernel=_mla_decode_gluon_kernel, arguments=_gluon_decode_arguments),
-    KernelForm("mxfp4", "bf16", "triton", places={"gfx950": None, "": 0},
+    KernelForm("mxfp4", "bf16", "triton", places={"gfx950": None, "sm_90": 1, "": 0},
                tiles=(Tile(32, 4, 1), Tile(64, 8, 1)), wide_tile_when_idle=True,
                kernel=_mla_decode_kernel, arguments=_triton_decode_arguments),
-    KernelForm("mxfp4", "waves", "triton", places={"gfx950": 1, "": 1},
+    KernelForm("mxfp4", "waves", "triton", places={"gfx950": 1, "sm_90": 2, "": 1},
                tiles=(Tile(128, 4, 1, waves_per_eu=2),), wave_groups=True, gfx950_convert=True, row_alignment=4,
                kernel=_mla_decode_kernel, arguments=_triton_decode_arguments),
     # Gluon MXFP4: one tile in shared memory, one in flight into registers (STAGES 2); a
     # program keeps only that one in flight, so its leading splits give a CU two programs,
     # which its registers and LDS hold (waves_per_eu 2).
-    KernelForm("mxfp4", "gluon", "gluon", places={"gfx950": 0, "": 2},
+    KernelForm("mxfp4", "gluon", "gluon", places={"gfx950": 0, "sm_90": 3, "": 2},
                tiles=(Tile(128, 4, 2, waves_per_eu=2),), programs_per_cu=2, wave_groups=True,
                int32_tile_offsets=True, row_alignment=16, needs_a_row=True, whole_tiles=True,
                kernel=_mla_decode_gluon_kernel, arguments=_gluon_decode_arguments),
+    # The Hopper forms (section 2.4), sm_90 alone: one warpgroup a program, 64-row tiles; fp8
+    # a ring of two tiles (STAGES 2), MXFP4 its kernel's one-stage ring.
+    KernelForm("fp8", "hopper_two_term", "gluon", places={"sm_90": 0}, gluon_arch="hopper",
+               tiles=(Tile(HOPPER_BLOCK_N, 4, 2),), own_launches=_hopper_launches, row_alignment=16,
+               needs_a_row=True, kv_dtype=torch.float8_e4m3fn, kernel=_hopper_fp8_kernel,
+               arguments=functools.partial(_hopper_decode_arguments, SPLIT_OPERANDS=True),
+               call_arguments=_hopper_call_arguments),
+    KernelForm("fp8", "hopper_one_term", "gluon", places={"sm_90": 1}, gluon_arch="hopper",
+               tiles=(Tile(HOPPER_BLOCK_N, 4, 2),), own_launches=_hopper_launches, row_alignment=16,
+               needs_a_row=True, kv_dtype=torch.float8_e4m3fn, kernel=_hopper_fp8_kernel,
+               arguments=functools.partial(_hopper_decode_arguments, SPLIT_OPERANDS=False),
+               call_arguments=_hopper_call_arguments),
+    KernelForm("mxfp4", "hopper", "gluon", places={"sm_90": 0}, gluon_arch="hopper",
+               tiles=(Tile(HOPPER_BLOCK_N, 4, 1),), own_launches=_hopper_launches, row_alignment=16,
+               needs_a_row=True, kernel=_hopper_mxfp4_kernel, arguments=_hopper_decode_arguments,
+               call_arguments=_hopper_call_arguments),
 )
 _FORMS_BY_NAME = {(form.kv_format, form.name): form for form in KERNEL_FORMS}
 
@@ -2463,8 +3120,8 @@ def offered_forms(kv_format: str, arch: str) -> tuple:
         place = form.places.get(arch, form.places.get(""))
         if place is None:
             continue
-        if form.language == "gluon" and not gluon_forms_here(arch):
-            _say_why_no_gluon(arch)
+        if form.language == "gluon" and not gluon_forms_here(arch, form):
+            _say_why_no_gluon(arch, form_gluon_arch(form, arch))
             continue
         placed.append((place, index, form))
     return tuple(form for _, _, form in sorted(placed, key=lambda item: item[:2]))
@@ -2501,18 +3158,34 @@ def triton_launch_candidates(kv_format: str, batch: int, max_kv_len: int, num_sm
                              arch: str = "", form: str = "") -> list[TritonLaunch]:
     """A short list for the autopick to time on a device of `num_sms` SMs / CUs and
     architecture `arch` (e.g. "sm_90", "gfx950"; "" when unknown); the first is the default.
-    The leading form (offered_forms) gets its tiles at its split rule's splits, then its
-    first tile at half / double the splits, then the first and the first neighbour again
-    with the in-kernel combine; every other form offered on the architecture gets its first
-    tile at its own leading splits. A forced `form` is offered alone, on any device."""
+    The forms come in their places (offered_forms). A form with its own launches
+    (KernelForm.own_launches) gets those; the first of the others leads: its tiles at its
+    split rule's splits, then its first tile at half / double the splits, then the first and
+    the first neighbour again with the in-kernel combine; every other form offered on the
+    architecture gets its first tile at its own leading splits. A forced `form` is offered
+    alone, on any device."""
     forced = kernel_form(kv_format, form) if form else None
     if not forced:
         kernel_form(kv_format)  # refuses a format without forms
     batch, max_kv_len, num_sms = max(batch, 1), max(max_kv_len, 1), max(num_sms, 1)
     if forced and forced.language == "gluon":
-        check_gluon_here(arch)
+        check_gluon_here(arch, forced)
     forms = (forced,) if forced else offered_forms(kv_format, arch)
-    lead = forms[0]
+    lead = next((form for form in forms if not form.own_launches), None)
+    candidates = []
+    for form in forms:
+        if form.own_launches:
+            candidates += form.own_launches(form, batch, max_kv_len, num_sms, arch)
+        elif form is lead:
+            candidates += _leading_launches(lead, batch, max_kv_len, num_sms, arch)
+        else:
+            candidates.append(_launch(form.split_rule(form, batch, max_kv_len, num_sms, arch)[0], form.tiles[0],
+                                      form, arch))
+    return candidates
+
+
+def _leading_launches(lead: KernelForm, batch: int, max_kv_len: int, num_sms: int, arch: str) -> list:
+    # The leading form's launches (triton_launch_candidates).
     tiles = lead.tiles
     splits, min_split_tokens = lead.split_rule(lead, batch, max_kv_len, num_sms, arch)
     if batch * splits < num_sms and lead.wide_tile_when_idle:
@@ -2526,13 +3199,11 @@ def triton_launch_candidates(kv_format: str, batch: int, max_kv_len: int, num_sm
     in_kernel = [dataclasses.replace(launch, combine_in_kernel=True)
                  for launch in launches[:1] + launches[len(tiles):][:1]
                  if launch.num_splits > 1 and "in_kernel" in lead.combine_modes]
-    others = [_launch(other.split_rule(other, batch, max_kv_len, num_sms, arch)[0], other.tiles[0], other, arch)
-              for other in forms[1:]]
-    return launches + in_kernel + others
+    return launches + in_kernel
 
 
 def _launch(splits: int, tile: Tile, form: KernelForm, arch: str) -> TritonLaunch:
-    kernel_arch = gluon_arch(arch) if form.language == "gluon" else ""
+    kernel_arch = form_gluon_arch(form, arch)
     num_warps = tile.num_warps * 2 if kernel_arch == "ampere" else tile.num_warps  # a 64-thread group is two warps there
     return TritonLaunch(splits, tile.block_n, num_warps, tile.num_stages, form=form.name,
                         waves_per_eu=tile.waves_per_eu if arch.startswith("gfx") else 0,
@@ -2545,9 +3216,11 @@ def form_of_launch(kv_format: str, launch) -> KernelForm:
     form = kernel_form(kv_format, launch.form)
     if launch.hw_convert and not form.gfx950_convert:
         raise ValueError(f"the {kv_format} form {form.name!r} has no convert-instruction variant")
-    if (form.language == "gluon") != bool(launch.gluon_arch):
+    if (form.language == "gluon") != bool(launch.gluon_arch) or launch.gluon_arch != (form.gluon_arch
+                                                                                  or launch.gluon_arch):
         raise ValueError(f"the {kv_format} form {form.name!r} with gluon_arch {launch.gluon_arch!r}: a Gluon form "
-                         "needs the Gluon architecture triton_launch_candidates gives it, a Triton form none")
+                         "needs the Gluon architecture triton_launch_candidates gives it (its own where it names "
+                         "one), a Triton form none")
     if launch.combine_in_kernel and launch.num_splits > 1 and "in_kernel" not in form.combine_modes:
         raise ValueError(f"the {kv_format} form {form.name!r} has no in-kernel combine")
     return form
@@ -2645,14 +3318,14 @@ def _combine_grid(batch: int, splits: int) -> tuple:
     return batch, NUM_HEADS, V_HEAD_DIM // _combine_columns(splits)
 
 
-def _check_gluon_launch(device, launch) -> None:
+def _check_gluon_launch(device, launch, form: KernelForm) -> None:
     # A Gluon launch runs only on the architecture it was built for; "meta" tensors
     # (tools/compile_target.py compiling for a named target) are not run.
     if device.type == "meta":
         return
     arch = _device_sms_and_arch(device)[1]
-    check_gluon_here(arch)
-    if gluon_arch(arch) != launch.gluon_arch:
+    check_gluon_here(arch, form)
+    if form_gluon_arch(form, arch) != launch.gluon_arch:
         raise ValueError(f"a Gluon launch built for {launch.gluon_arch} cannot run on {arch}")
 
 
@@ -2672,7 +3345,7 @@ def decode_arguments(kv_format: str, launch, q, kv, kv_scale, sm_scale: float, s
         raise ValueError(f"KV row stride {kv.stride(0)}{scales} too large for {launch.block_n}-row tiles "
                          f"(the {kv_format} form {form.name}'s in-tile offsets are 32-bit)")
     if form.language == "gluon":
-        _check_gluon_launch(q.device, launch)
+        _check_gluon_launch(q.device, launch, form)
     decode = form.arguments(form, launch, q, kv, kv_scale, sm_scale, scratch)
     splits = launch.num_splits
     if splits == 1 or launch.combine_in_kernel:
@@ -2714,8 +3387,7 @@ def decode_calls(kv_format: str, launch, arguments: tuple, q, kv, kv_scale, qo_i
     options = dict(num_warps=launch.num_warps, num_stages=1 if form.language == "gluon" else launch.num_stages)
     if launch.waves_per_eu:
         options["waves_per_eu"] = launch.waves_per_eu
-    tensors = dict(q_ptr=q, kv_ptr=kv, kv_scale_ptr=kv_scale, qo_indptr_ptr=qo_indptr, kv_indptr_ptr=kv_indptr,
-                   out_ptr=out)
+    tensors = form.call_arguments(form, launch, q, kv, kv_scale, qo_indptr, kv_indptr, out)
     calls = [KernelCall(form.kernel, (launch.num_splits, batch), {**tensors, **decode}, options)]
     if combine is not None:
         calls.append(KernelCall(_combine_splits_kernel, _combine_grid(batch, launch.num_splits),
@@ -3081,7 +3753,7 @@ class TritonRoute:
     def unavailable_reason(self, device: torch.device, form: str = "") -> str | None:
         if form and kernel_form(self.kv_format, form).language == "gluon":  # compiled on a GPU with a Gluon ARCH
             try:
-                check_gluon_here(_device_sms_and_arch(device)[1])
+                check_gluon_here(_device_sms_and_arch(device)[1], kernel_form(self.kv_format, form))
             except ValueError as error:
                 return str(error)
             return None
@@ -3100,7 +3772,7 @@ class TritonRoute:
 
 
 # =====================================================================================
-# The a8w8 Q quantizer's host side (its kernels: section 2.4). Scratch (partials, the fp8 Q,
+# The a8w8 Q quantizer's host side (its kernels: section 2.5). Scratch (partials, the fp8 Q,
 # the scale) is shape-only: allocated once per plan by the aiter route, written in full by
 # every call before it is read.
 # =====================================================================================
@@ -3526,6 +4198,11 @@ FORM_ERROR_BOUNDS = {
     ("fp8", "e4m3_waves"): ErrorBound(sequence_rms=0.11, element=0.86),
     ("mxfp4", "waves"): ErrorBound(sequence_rms=0.089, element=0.75),
     ("fp8", "a8w8"): ErrorBound(sequence_rms=0.089, element=0.66),
+    # The Hopper forms, from their numerics modelled in torch on the GPU's inputs (CPU):
+    # two e4m3 terms 0.20% / 4.3%, one term 3.4% / 30% (the e4m3_waves and a8w8 size), MXFP4 0.22% / 2.1%.
+    ("fp8", "hopper_two_term"): ErrorBound(sequence_rms=0.0062, element=0.13),
+    ("fp8", "hopper_one_term"): ErrorBound(sequence_rms=0.11, element=0.92),
+    ("mxfp4", "hopper"): ErrorBound(sequence_rms=0.0066, element=0.064),
 }
 # Per KV format: the bound of a form without a measured bound of its own (aiter's a16w8;
 # a new form until bench/verify_errors.py has measured it): 3x the largest error (sequence

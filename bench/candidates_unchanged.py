@@ -1,7 +1,7 @@
 """Does the autopick offer the same Triton candidates, in the same order and with the same
 labels, at two commits?
 
-    python3 -m bench.candidates_unchanged OLD [NEW]
+    python3 -m bench.candidates_unchanged OLD [NEW] [--new-forms-ok]
 
 OLD and NEW are commits (NEW defaults to this checkout's working tree). In each tree, once
 with TRITON_INTERPRET=1 and once without, submission.triton_launch_candidates is asked for
@@ -10,7 +10,10 @@ both formats over a grid of batches, lengths, device sizes and architectures ("g
 answer is the launches' fields and the autopick's label of each, or the error raised.
 Prints each differing answer (the first 40) and the counts: answers whose launches or errors
 differ, and answers whose labels alone differ; exit status 1 on any difference of launches
-or errors, 2 on labels alone. CPU only, a minute or two.
+or errors, 2 on labels alone. CPU only, a minute or two. With --new-forms-ok (NEW adds
+kernel forms), an answer that differs only by launches of forms OLD does not have (OLD's
+launches the same, in the same order, labels included), or that forces a form OLD does not
+have, is counted apart, per architecture, and is no difference.
 """
 from __future__ import annotations
 
@@ -79,17 +82,34 @@ def answers_at(commit: str) -> dict:
         return answers_in(Path(folder))
 
 
+def added_forms_only(key: str, a, b, old_forms: set) -> bool:
+    """Whether answer b is answer a with launches of forms OLD lacks added (or asks for such
+    a form)."""
+    forced = re.search(r" form=(\S+)", key).group(1)
+    if a is None:
+        return forced not in old_forms
+    return isinstance(a, list) and isinstance(b, list) and a == [x for x in b if x[0]["form"] in old_forms | {""}]
+
+
 def main() -> int:
-    if len(sys.argv) not in (2, 3):
+    args = [arg for arg in sys.argv[1:] if arg != "--new-forms-ok"]
+    new_forms_ok = len(args) < len(sys.argv) - 1
+    if len(args) not in (1, 2):
         raise SystemExit(__doc__)
-    old_name = sys.argv[1]
-    new_name = sys.argv[2] if len(sys.argv) == 3 else "the working tree"
+    old_name = args[0]
+    new_name = args[1] if len(args) == 2 else "the working tree"
     old = answers_at(old_name)
-    new = answers_at(sys.argv[2]) if len(sys.argv) == 3 else answers_in(ROOT)
-    different, labels = 0, {}
+    new = answers_at(args[1]) if len(args) == 2 else answers_in(ROOT)
+    old_forms = {launch["form"] for answer in old.values() if isinstance(answer, list) for launch, _ in answer}
+    old_forms |= {m.group(1) for key in old for m in [re.search(r" form=(\S+)", key)] if m and m.group(1) != "-"}
+    different, labels, added = 0, {}, {}
     for key in sorted(set(old) | set(new)):
         a, b = old.get(key), new.get(key)
         if a == b:
+            continue
+        if new_forms_ok and added_forms_only(key, a, b, old_forms):
+            arch = key.split(" ")[2]  # "<compiled|interpreted> <format> <arch> ..."
+            added[arch] = added.get(arch, 0) + 1
             continue
         if isinstance(a, list) and isinstance(b, list) and [x for x, _ in a] == [x for x, _ in b]:
             for (_, label_a), (_, label_b) in zip(a, b):
@@ -106,6 +126,9 @@ def main() -> int:
     for a, b in labels:  # the label's parts that changed, e.g. form=waves_cvt -> form=waves,hw_convert
         parts_a, parts_b = re.split(r"[\[\],]", a), re.split(r"[\[\],]", b)
         changes.add((",".join(p for p in parts_a if p not in parts_b), ",".join(p for p in parts_b if p not in parts_a)))
+    if new_forms_ok:
+        print("answers that differ only by forms " + old_name + " lacks, per architecture: "
+              + (", ".join(f"{arch} {count}" for arch, count in sorted(added.items())) or "none"))
     print(f"{len(labels)} distinct label(s) differ with the launches equal" + (
         "; the changed parts: " + "; ".join(f"{a!r} -> {b!r}" for a, b in sorted(changes)) if labels else ""))
     return 1 if different else 2 if labels else 0

@@ -1,7 +1,8 @@
 """Is every offered kernel specialization, Triton and Gluon, compiled to the same machine code
 at two commits, with the installed Triton?
 
-    python3 -m bench.code_unchanged OLD [NEW] [--language gluon|triton|all] [--save DIR [--save-only]]
+    python3 -m bench.code_unchanged OLD [NEW] [--language gluon|triton|all] [--new-offers-ok]
+                                    [--save DIR [--save-only]]
 
 OLD and NEW are commits (NEW defaults to this checkout's working tree) or JSON files that an
 earlier run saved with --save. Each tree is extracted with git archive into a temporary
@@ -13,8 +14,10 @@ guards); on sm_90 (PTX) the Triton routes' launches. Each distinct specializatio
 chosen language is compiled once. compile_target is tools/compile_target.py, or in a tree
 from before it moved there bench/compile_target.py (its subprocess gets bench/ on PYTHONPATH).
 
-The two trees' offers are compared position by position (route, format, shape, rank, the
-launch's fields both trees have), and each launch's kernels pairwise by their code: the
+The two trees' offers are paired by what they are (route, format, shape, the launch's fields
+both trees have; a launch offered at one tree alone, or at another rank, is a difference, or
+with --new-offers-ok, for a tree that adds forms ahead of the others, listed), and each
+paired launch's kernels are compared pairwise by their code: the
 text before the first debug section, without .loc / .file lines and the labels that only
 mark inlined functions' ranges for the debugger (.Ltmp<n>: / $L__tmp<n>:): the debug
 information holds file paths, line numbers and the functions a kernel inlined. Kernels are
@@ -144,9 +147,19 @@ def kernel_pair_difference(ka: dict, kb: dict) -> list:
     return diff
 
 
-def compare(old: dict, new: dict, old_name: str, new_name: str, language: str) -> int:
+def _offer_key(offer: dict, fields: dict) -> tuple:
+    """What an offer is, its rank aside: route, format, shape and its launch's fields that
+    both trees' launches of its route have (fields: route -> names)."""
+    launch = tuple(sorted((k, v) for k, v in offer["launch"].items() if k in fields[offer["route"]]))
+    return offer["route"], offer["kv_format"], offer["batch"], offer["kv_len"], launch
+
+
+def compare(old: dict, new: dict, old_name: str, new_name: str, language: str, new_offers_ok: bool = False) -> int:
     """Prints the comparison of the kernels of `language` ("all": every kernel); returns the
-    number of differences."""
+    number of differences. Offers are paired by what they are (route, format, shape, the
+    launch's fields both trees have), not by rank: an offer at OLD that NEW lacks is a
+    difference; one that only NEW has, or an offer at another rank, is one too unless
+    new_offers_ok (a tree that adds forms ahead of the others), when they are listed."""
     different = 0
     for arch in sorted(set(old) | set(new)):
         if arch not in old or arch not in new:
@@ -154,26 +167,37 @@ def compare(old: dict, new: dict, old_name: str, new_name: str, language: str) -
             different += 1
             continue
         a, b = old[arch], new[arch]
-        if len(a["offered"]) != len(b["offered"]):
-            print(f"{arch}: {len(a['offered'])} launches offered at {old_name}, {len(b['offered'])} at {new_name}")
-            different += 1
-        pairs = {}
-        for x, y in zip(a["offered"], b["offered"]):
+        offers = a["offered"] + b["offered"]
+        fields = {route: set.intersection(*(set(o["launch"]) for o in offers if o["route"] == route))
+                  for route in {o["route"] for o in offers}}
+        new_by_key = {}  # a launch a tree offers twice for one shape is paired in order
+        for y in b["offered"]:
+            new_by_key.setdefault(_offer_key(y, fields), []).append(y)
+        old_keys = {_offer_key(x, fields) for x in a["offered"]}
+        pairs, moved = {}, 0
+        for x in a["offered"]:
             where = f"{x['route']} {x['batch']}x{x['kv_len']} rank {x['rank']}"
-            for field in ("route", "kv_format", "batch", "kv_len", "rank"):
-                if x[field] != y[field]:
-                    print(f"{arch}: offer {where}: {field} {x[field]!r} -> {y[field]!r}")
-                    different += 1
-            changed = {k: (x["launch"][k], y["launch"][k]) for k in set(x["launch"]) & set(y["launch"])
-                       if x["launch"][k] != y["launch"][k]}
-            if changed:
-                print(f"{arch}: offer {where}: launch fields changed {changed}")
+            y = (new_by_key.get(_offer_key(x, fields)) or [None]).pop(0)
+            if y is None:
+                print(f"{arch}: offer {where} {x['launch']}: not offered at {new_name}")
                 different += 1
+                continue
+            if y["rank"] != x["rank"]:
+                moved += 1
+                if not new_offers_ok:
+                    print(f"{arch}: offer {where}: rank {x['rank']} -> {y['rank']}")
+                    different += 1
             if len(x["kernels"]) != len(y["kernels"]):
                 print(f"{arch}: offer {where}: {len(x['kernels'])} kernels -> {len(y['kernels'])}")
                 different += 1
             for key_a, key_b in zip(x["kernels"], y["kernels"]):
                 pairs.setdefault((key_a, key_b), where)
+        added = [y for y in b["offered"] if _offer_key(y, fields) not in old_keys]
+        if added:
+            kernels = sorted({b["kernels"][k]["kernel"] for y in added for k in y["kernels"]})
+            print(f"{arch}: {len(added)} launches offered at {new_name} alone (kernels {', '.join(kernels)})"
+                  + (f"; {moved} launches offered at both moved rank" if moved else ""))
+            different += 0 if new_offers_ok else len(added)
         compared = 0
         for (key_a, key_b), where in sorted(pairs.items(), key=lambda item: int(item[0][1])):
             ka, kb = a["kernels"][key_a], b["kernels"][key_b]
@@ -194,8 +218,9 @@ def compare(old: dict, new: dict, old_name: str, new_name: str, language: str) -
                 print("    " + what_differs(arch, ka["code"], kb["code"]))
             for line in diff[:30]:
                 print("   ", line)
-        print(f"{arch}: {len(b['offered'])} launches offered, {len(pairs)} distinct kernel pairs "
-              f"({compared} {language}), {len(b['kernels'])} distinct kernels at {new_name}")
+        print(f"{arch}: {len(a['offered'])} launches offered at {old_name}, {len(b['offered'])} at {new_name}; "
+              f"{len(pairs)} distinct kernel pairs of the launches offered at both ({compared} {language}), "
+              f"{len(b['kernels'])} distinct kernels at {new_name}")
     return different
 
 
@@ -207,6 +232,9 @@ def main() -> int:
                         help="the kernels compiled and compared (default: all)")
     parser.add_argument("--save", type=Path, help="write each side's compiled code to DIR/<name>.json")
     parser.add_argument("--save-only", action="store_true", help="with --save: compile OLD, save it, compare nothing")
+    parser.add_argument("--new-offers-ok", action="store_true",
+                        help="launches offered at NEW alone, and the ranks they move, are listed, not differences "
+                             "(NEW adds forms: every launch offered at both must still compile to the same code)")
     args = parser.parse_args()
     if args.save_only and not args.save:
         parser.error("--save-only needs --save DIR")
@@ -222,7 +250,7 @@ def main() -> int:
         for name, dump in ((args.old, old), (args.new or "working-tree", new)):
             if not Path(name).is_file():
                 (args.save / f"{name}.json").write_text(json.dumps(dump))
-    different = compare(old, new, args.old, new_name, args.language)
+    different = compare(old, new, args.old, new_name, args.language, args.new_offers_ok)
     print(f"{different} difference(s) between {args.old} and {new_name} ({args.language})")
     return 1 if different else 0
 

@@ -394,7 +394,7 @@ def combine_launches(sub, compile_target):
     cus = compile_target.DEVICE_CUS[ARCH]
     for record in sub.KERNEL_FORMS:
         kv_format, form = record.kv_format, record.name
-        if record.language == "gluon" and not sub.gluon_forms_here(ARCH):
+        if record.language == "gluon" and not sub.gluon_forms_here(ARCH, record):
             continue
         for batch, kv_len in compile_target.BENCHMARK_SHAPES:
             data = compile_target.contract_inputs(batch, kv_len)

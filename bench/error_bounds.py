@@ -16,7 +16,12 @@ none, by their label (LEGACY_FORMS): their "e4m3" and "scaled" rows measured the
 of today's "e4m3_waves" and "waves" (e4m3 Q per head; P x 256 in e4m3 for fp8, P in bf16 for
 MXFP4; the forms differ only in how the waves split a tile), and their unnamed Triton rows
 are the f16 and bf16 forms. The "coming_*" rows emulate the e4m3_waves / waves math in
-torch and count for those forms.
+torch and count for those forms; the "model_*" rows model the Hopper forms' numerics and
+count for theirs (their "form" field).
+
+Device check: for forms whose measurements are a model's (the Hopper forms' numerics in torch,
+measured on a CPU), what the H200 measured of them (DEVICE_CHECKS) must lie inside the bound,
+and the fraction of it each uses is printed.
 
 Scalings: an output s x exact has sequence error |1 - s| and element error |1 - s| x
 max|exact| / rms(exact), so a bound (S, E) rejects every s with |1 - s| > min(S, E x
@@ -38,11 +43,26 @@ ROOT = Path(__file__).resolve().parent.parent
 MARGIN = 3.0
 MEASUREMENTS = ("results/2026-11-30-h200-session2/verify/verify_errors.json",
                 "results/2026-11-30-cpu-verify-errors/verify_errors.json",
-                "results/2026-12-01-cpu-verify-errors/verify_errors.json")
+                "results/2026-12-01-cpu-verify-errors/verify_errors.json",
+                # the Hopper forms' numerics modelled in torch on a CPU (bench/verify_errors.py's model_* routes)
+                "results/2026-12-03-cpu-hopper-error-bounds/verify_errors.json")
 LEGACY_FORMS = {"torch[": "torch", "reference_a8w8": "a8w8", "coming_fp8": "e4m3_waves", "coming_mxfp4": "waves",
                 "form=e4m3,": "e4m3_waves", "form=scaled,": "waves", "form=f16,": "f16", "form=bf16,": "bf16",
                 "triton_fp8[splits=": "f16", "triton_mxfp4[splits=": "bf16"}
 SCALING_INPUTS = ((4, 1024, 4217), (32, 1024, 5412), (4, 8192, 4220))
+# What the H200 measured of forms whose bounds come from a model (the Hopper forms, phase 1:
+# results/2026-12-03-h200-hopper-forms, bench/hopper_forms_h200.py at commit 33622d5): per
+# file, its variants that are the folded forms' code (run1's fp8 kernel had one e4m3 term).
+# Each variant's cases give the error of the whole output, not per sequence (relative RMS,
+# a lower bound of the worst sequence's), and the largest element error over the output's
+# RMS; both must lie inside the form's bound, with room (device_check).
+DEVICE_CHECKS = {
+    "results/2026-12-03-h200-hopper-forms/run1/hopper_forms.json": {
+        "fp8_s2_fill2": ("fp8", "hopper_one_term"), "fp8_s2_fill2_launch": ("fp8", "hopper_one_term"),
+        "fp8_s2_slots32": ("fp8", "hopper_one_term"), "mxfp4vs_s1_fill2": ("mxfp4", "hopper")},
+    "results/2026-12-03-h200-hopper-forms/run3-quick/hopper_forms.json": {
+        "fp8_s2_fill2": ("fp8", "hopper_two_term"), "fp8single_s2_fill2": ("fp8", "hopper_one_term")},
+}
 
 
 def form_of(row: dict) -> str:
@@ -81,6 +101,28 @@ def measured_bounds(paths=MEASUREMENTS) -> dict:
             for key, entry in sorted(worst.items())}
 
 
+def device_check(bounds: dict, checks=DEVICE_CHECKS) -> dict:
+    """(format, form) -> the worst device measurement of DEVICE_CHECKS (whole-output relative
+    RMS, element) with where it came from, and each as a fraction of `bounds`' (sequence,
+    element) for that form."""
+    worst = {}
+    for path, variants in checks.items():
+        correctness = json.loads((ROOT / path).read_text())["correctness"]
+        for variant, key in variants.items():
+            entry = worst.setdefault(key, {"cases": 0})
+            for case in correctness[variant]:
+                entry["cases"] += 1
+                for metric, measured in (("rel_rms", "rel_rms"), ("element", "max_rel")):
+                    if metric not in entry or case[measured] > entry[metric]["value"]:
+                        entry[metric] = {"value": case[measured], "case": case["case"], "variant": variant,
+                                         "file": path}
+    for key, entry in worst.items():
+        bound = bounds[key]
+        entry["fraction_of_bound"] = {"sequence_rms": entry["rel_rms"]["value"] / bound["sequence_rms"],
+                                      "element": entry["element"]["value"] / bound["element"]}
+    return worst
+
+
 def rms_over_max(batch: int, kv_len: int, seed: int) -> float:
     import reference
     import submission
@@ -112,6 +154,15 @@ def main(argv=None) -> int:
         print(f"{fmt + '/' + form:<18} {w['sequence_rms']['value']:>10.4f} {w['element']['value']:>10.4f} "
               f"{entry['sequence_rms']:>10.4g} {entry['element']:>10.4g}  {w['sequence_rms']['candidate']} "
               f"on {w['sequence_rms']['input']} / {w['element']['candidate']} on {w['element']['input']}")
+    checked = device_check(derived)
+    print("\nThe H200's measurements of forms bounded from a model (whole-output relative RMS, element), "
+          "as a fraction of the bound:")
+    for (fmt, form), entry in sorted(checked.items()):
+        share = entry["fraction_of_bound"]
+        print(f"{fmt + '/' + form:<18} {entry['rel_rms']['value']:.4f} ({share['sequence_rms']:.0%} of "
+              f"{derived[(fmt, form)]['sequence_rms']:g}) {entry['element']['value']:.4f} ({share['element']:.0%} "
+              f"of {derived[(fmt, form)]['element']:g})  {entry['cases']} cases; worst {entry['rel_rms']['variant']} "
+              f"on {entry['rel_rms']['case']} / {entry['element']['variant']} on {entry['element']['case']}")
     in_force = {f"{fmt}/{form}": bound for (fmt, form), bound in submission.FORM_ERROR_BOUNDS.items()}
     in_force.update({f"{fmt}/(any other form)": bound for fmt, bound in submission.ERROR_BOUNDS.items()})
     ratios = {f"{b}x{n}": rms_over_max(b, n, seed) for b, n, seed in SCALING_INPUTS}
@@ -127,6 +178,7 @@ def main(argv=None) -> int:
     if args.json:
         Path(args.json).write_text(json.dumps({
             "derived_bounds": {f"{fmt}/{form}": entry for (fmt, form), entry in derived.items()},
+            "device_check": {f"{fmt}/{form}": entry for (fmt, form), entry in checked.items()},
             "rms_over_max": ratios, "rejected_scalings": scalings,
             "bounds_in_force": {name: vars(bound) for name, bound in in_force.items()}}, indent=1) + "\n")
     return 0

@@ -76,7 +76,7 @@ def forced_calls(records: list) -> list:
     Gluon lacks a name: a ValueError), each recorded as not offered."""
     calls = []
     data = cases.ct.contract_inputs(64, 8192)
-    for record in cases.sub.KERNEL_FORMS:
+    for record in (record for record in cases.sub.KERNEL_FORMS if cases.sub.form_runs_on(record, "gfx950")):
         kv_format, form = record.kv_format, record.name
         try:
             launch = cases.sub.triton_launch_candidates(kv_format, 64, 8192, 256, "gfx950", form=form)[0]

@@ -18,6 +18,11 @@
 #       # GPU robustness cases and tests
 #   OUT=dir bash bench/h200_session.sh gluon-mxfp4  # the same for the MXFP4 Gluon form's twin,
 #       # then the NaN-fenced memory-safety run of every offered launch (its twin included)
+#   OUT=dir bash bench/h200_session.sh hopper    # the Hopper forms' safety (bench/hopper_safety.py,
+#       # under 4 minutes): each forced on the GPU robustness cases, the NaN-fenced memory-safety
+#       # run of every offered launch, compute-sanitizer memcheck where found (carry NVIDIA's
+#       # nvidia-cuda-sanitizer-api wheel in dev_scratch/sanitizer/ where the machine has none);
+#       # JSON and a summary line a form under $OUT/hopper_safety
 #   OUT=dir bash bench/h200_session.sh suite     # tools/setup.sh, then the README's test
 #       # command's files in two groups: the timing-sensitive ones (the clocks, the autopick's
 #       # timed choices) alone, the rest over SUITE_WORKERS (default 15) pytest-xdist workers
@@ -153,6 +158,13 @@ gluon-mxfp4)
     protocol leaderboard /tmp/benchmarks.txt leaderboard_auto
     step "done"
     ;;
+hopper)
+    step "bench/hopper_safety.py"
+    timeout 235 python3 -m bench.hopper_safety --out "$out/hopper_safety" --limit-s 220 > "$out/hopper_safety.log" 2>&1 \
+        || status=1
+    cat "$out/hopper_safety/summary.txt" 2>/dev/null || tail -n 20 "$out/hopper_safety.log"
+    step "done"
+    ;;
 suite)
     step "tools/setup.sh"
     bash tools/setup.sh > "$out/setup.log" 2>&1 || { tail -n 20 "$out/setup.log"; exit 1; }
@@ -191,7 +203,7 @@ verify)
     step "done"
     ;;
 *)
-    echo "usage: OUT=dir $0 harness|compare|routes|forms|gluon|gluon-mxfp4|suite|verify" >&2
+    echo "usage: OUT=dir $0 harness|compare|routes|forms|gluon|gluon-mxfp4|hopper|suite|verify" >&2
     exit 2
     ;;
 esac

@@ -22,7 +22,10 @@ forced with MLA_ROUTE:
   misaligned_after_aligned  the same plan fed inputs whose addresses are not 16-byte
                  aligned after an aligned first call (Triton specializes on alignment)
 plus, for the automatic route, plan_cache_bound (more distinct shapes than
-PLAN_CACHE_SIZE: the cache stays at its bound and memory stops growing).
+PLAN_CACHE_SIZE: the cache stays at its bound and memory stops growing); --no-auto leaves the
+automatic route out (a run of forced forms alone). A route or form that cannot run on this
+machine (a Gluon form on a CPU or under the interpreter, a Hopper form off sm_90) is SKIP,
+with the submission's reason.
 
 Outputs are judged against exact attention (reference.attention_fp32) over the KV format
 the route reads: NaN and +-Inf in exactly the same places, every finite element within
@@ -276,6 +279,8 @@ def available_routes(sub, device, routes=ROUTES) -> dict:
             why_not[route] = "no CUDA device and TRITON_INTERPRET is not 1"
         elif route.startswith("triton") and not hasattr(sub, "triton_mxfp4_decode"):
             why_not[route] = "the Triton section of submission.py is not implemented"
+        elif route.startswith("triton") and route.partition(":")[2] in sub.ROUTES[base_route(route)].forms:
+            why_not[route] = sub.ROUTES[base_route(route)].unavailable_reason(device, route.partition(":")[2])
         else:
             why_not[route] = None
     return why_not
@@ -310,6 +315,7 @@ def main(argv=None) -> int:
     parser.add_argument("--smoke", action="store_true", help="tiny shapes; runs on the CPU")
     parser.add_argument("--routes", default=",".join(ROUTES), help="comma-separated subset")
     parser.add_argument("--cases", default="", help="only cases whose name contains one of these (comma-separated)")
+    parser.add_argument("--no-auto", action="store_true", help="leave the automatic route's cases out")
     args = parser.parse_args(argv)
     device = get_device()
     if device.type != "cuda" and not args.smoke:
@@ -326,7 +332,7 @@ def main(argv=None) -> int:
     if args.smoke:
         sub.PLAN_CACHE_SIZE = 8  # the bound's logic, not its value, is what smoke checks
     plan = []
-    for route in ["auto"] + args.routes.split(","):
+    for route in ([] if args.no_auto else ["auto"]) + args.routes.split(","):
         if route != "auto" and why_not.get(route, "unknown route"):
             rows.append({"route": route, "case": "*", "status": "SKIP",
                          "detail": why_not.get(route, "unknown route"), "seconds": 0.0})

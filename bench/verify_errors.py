@@ -6,6 +6,8 @@ coming for gfx950, on the leaderboard's inputs and the robustness inputs.
                                                       robustness inputs at GPU sizes)
   python3 -m bench.verify_errors --out DIR --smoke    (CPU: small inputs; the Triton routes
                                                       under the interpreter, slow: --routes)
+  python3 -m bench.verify_errors --out DIR --routes model_fp8_hopper_two_term,...
+                                                      (CPU: the GPU's inputs, the torch models alone)
 
 Candidates, each judged against exact fp32 attention over the KV format it reads (the
 torch route's math, submission.TorchRunner(shape, fmt).exact):
@@ -17,6 +19,10 @@ torch route's math, submission.TorchRunner(shape, fmt).exact):
                           fp8 KV, fp32 softmax, P * 256 in e4m3 for P.V, fp32 sums: fp8
   coming_mxfp4            the gfx950 MXFP4 kernel's math: Q in e4m3 per (token, head)
                           against the E2M1 K, P in bf16 for P.V: mxfp4
+  model_fp8_hopper_two_term, model_fp8_hopper_one_term, model_mxfp4_hopper
+                          the Hopper forms' numerics (submission.py section 2.4), tile by
+                          tile at their leading launch on the H200 (hopper_form_model); any
+                          device, so a CPU measures them on the GPU's inputs
 Metrics (submission.output_errors): the worst sequence's relative RMS error, the largest
 element error over the output's RMS, and elements whose NaN/Inf differ. Also the check
 rule's mismatch against reference.ref_kernel.
@@ -111,6 +117,127 @@ def coming_form(data, kv_format: str) -> torch.Tensor:
 COMING_FORMS = {"fp8": "e4m3_waves", "mxfp4": "waves"}
 
 
+# ------------------------------------------------------------------------------------
+# The Hopper forms' numerics, modelled in torch (any device): what each kernel rounds, as
+# it rounds it (submission.py section 2.4).
+#   fp8: Q times a power of two per head (_q_e4m3_scale_rule: amax into [128, 256)) in e4m3,
+#        one term or two (the second the e4m3 of what the first left out); K and V the
+#        cache's e4m3 values; scores by fp32 accumulation, times Q's inverse scale x sm_scale
+#        x log2(e) x the cache's scale; P = exp2(score - running max) and P x 2^8 in e4m3
+#        (one or two terms); O^T = V^T . P^T in fp32, times the cache's scale / 2^8.
+#   MXFP4: K and V decoded exactly, each 32-block's E2M1 values times 2^(s - c) in bf16 (s
+#        the block's scale byte, c its token's largest; 0 for a block 2^252 below it); bf16 Q;
+#        scores by fp32 accumulation, times 2^(c - 127) x sm_scale x log2(e); P' = P x
+#        2^(c - 127) rounded to bf16; O^T = V^T . P'^T in fp32.
+# Both: a sequence cut into the splits of the form's leading launch on the H200's 132 SMs
+# (its split rule; the split bounds of _split_bounds_rule), each split read in 64-token
+# tiles, P taken against the running maximum after each tile (the accumulator rescaled by
+# powers of two, exact), its sum unrounded; the splits merged by their log2-sum-exp; the
+# output rounded to bf16. Left out: the hardware's exp2 approximation, the order of the
+# fp32 sums and how the tensor cores accumulate fp8 products.
+# ------------------------------------------------------------------------------------
+HOPPER_MODELS = {"model_fp8_hopper_two_term": ("fp8", "hopper_two_term"),
+                 "model_fp8_hopper_one_term": ("fp8", "hopper_one_term"),
+                 "model_mxfp4_hopper": ("mxfp4", "hopper")}
+H200_SMS = 132
+HOPPER_TILE = 64
+E2M1 = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0)
+
+
+def e4m3_terms(x: torch.Tensor, terms: int) -> torch.Tensor:
+    """x (fp32) as one e4m3 value, or as the sum of two (the second the e4m3 of the rest)."""
+    first = x.to(E4M3).float()
+    return first if terms == 1 else first + (x - first).to(E4M3).float()
+
+
+def hopper_q_e4m3(q: torch.Tensor, terms: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(Q times its power of two per head, as e4m3 terms; the inverse scale per head, NaN
+    where the head holds inf or NaN)."""
+    q = q.float()
+    exponent = (q.abs().amax(-1).view(torch.int32) >> 23) & 0xFF
+    scale_bits = (261 - exponent).clamp(1, 253)
+    scale = (scale_bits << 23).view(torch.float32)
+    inverse = ((254 - scale_bits) << 23).view(torch.float32)
+    return e4m3_terms(q * scale[..., None], terms), torch.where(exponent == 255, float("nan"), inverse)
+
+
+def hopper_mxfp4_rows(buffer, scales, start: int, end: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(Rows start..end-1 as the MXFP4 Hopper kernel decodes them: E2M1 x 2^(s - c) in bf16,
+    held in fp32; each row's 2^(c - 127) in fp32)."""
+    codes = buffer.view(torch.uint8).reshape(buffer.shape[0], -1)[start:end].long()
+    codes = torch.stack((codes & 0xF, codes >> 4), -1).reshape(end - start, -1)  # low nibble: even feature
+    magnitudes = torch.tensor(E2M1, dtype=torch.float64, device=codes.device)
+    values = magnitudes[codes & 7] * (1 - 2 * (codes >> 3)).double()
+    s = scales.view(torch.uint8)[start:end, :18].long()
+    c = s.amax(1, keepdim=True)
+    relative = torch.where(s - c >= -252, torch.exp2((s - c).double()), 0.0)
+    decoded = (values * relative.repeat_interleave(32, 1)).to(torch.bfloat16).float()
+    row_factor = torch.clamp(c[:, 0] << 23, min=0x00400000).to(torch.int32).view(torch.float32)
+    return decoded, row_factor
+
+
+def _hopper_split(scores: torch.Tensor, weigh, values: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(Normalized output [16, 512], log2-sum-exp [16]) of one split: scores [16, n] in the
+    log2 domain, weigh(P) -> P as the kernel rounds it for P.V, values [n, 512]."""
+    heads, n = scores.shape
+    tiles = -(-n // HOPPER_TILE)
+    padded = torch.full((heads, tiles * HOPPER_TILE), float("-inf"), dtype=torch.float32, device=scores.device)
+    padded[:, :n] = scores
+    by_tile = padded.view(heads, tiles, HOPPER_TILE)
+    running = by_tile.amax(-1).cummax(-1).values  # the running maximum after each tile
+    running = torch.where(running == float("-inf"), 0.0, running)
+    p = torch.exp2(by_tile - running[..., None]).reshape(heads, -1)[:, :n]
+    later = torch.exp2(running - running[:, -1:]).repeat_interleave(HOPPER_TILE, 1)[:, :n]  # the later alphas
+    total = (p * later).sum(1)
+    out = (weigh(p) * later) @ values / torch.where(total > 0, total, 1.0)[:, None]
+    return out, torch.where(total > 0, running[:, -1] + torch.log2(total), float("-inf"))
+
+
+def hopper_form_model(data, kv_format: str, form_name: str) -> torch.Tensor:
+    """A Hopper form's output on `data`, its numerics modelled in torch (above)."""
+    sub = _submission()
+    q, kv_data, qo_indptr, kv_indptr, config = data
+    shape = sub.CallShape(data)
+    form = sub.kernel_form(kv_format, form_name)
+    splits = form.split_rule(form, shape.batch, shape.max_kv_len, H200_SMS, "sm_90")[0]
+    qk_scale = torch.tensor(shape.sm_scale * sub._LOG2E, dtype=torch.float32)
+    out = torch.zeros((q.shape[0], 16, 512), dtype=torch.bfloat16, device=q.device)
+    if kv_format == "fp8":
+        terms = 2 if form_name == "hopper_two_term" else 1
+        q_terms, q_inverse = hopper_q_e4m3(q, terms)
+        buffer, kv_scale = kv_data["fp8"]
+        score_scale = q_inverse * (qk_scale * kv_scale.float())
+    else:
+        buffer, block_scales = kv_data["mxfp4"]
+    bounds, q_rows = kv_indptr.tolist(), qo_indptr.tolist()
+    for b, (start, end) in enumerate(zip(bounds, bounds[1:])):
+        row, length = q_rows[b], end - start
+        if length <= 0:
+            continue  # a sequence without tokens: zeros, as the kernel writes
+        if kv_format == "fp8":
+            keys = buffer[start:end].reshape(length, -1).float()
+            scores = (q_terms[row] @ keys.T) * score_scale[row][:, None]
+            row_factor = None
+        else:
+            keys, row_factor = hopper_mxfp4_rows(buffer, block_scales, start, end)
+            scores = (q[row].float() @ keys.T) * (row_factor * qk_scale)
+        chunk = -(-(-(-length // splits)) // HOPPER_TILE) * HOPPER_TILE
+        parts = []
+        for lo in range(0, length, chunk):
+            hi = min(lo + chunk, length)
+            if kv_format == "fp8":
+                weigh = lambda p: e4m3_terms(p * 256.0, terms) * (kv_scale.float() / 256.0)  # noqa: E731
+            else:
+                weigh = lambda p, f=row_factor[lo:hi]: (p * f).to(torch.bfloat16).float()  # noqa: E731
+            parts.append(_hopper_split(scores[:, lo:hi], weigh, keys[lo:hi, :512]))
+        outs, lse = torch.stack([o for o, _ in parts]), torch.stack([s for _, s in parts])
+        top = lse.amax(0)
+        weights = torch.exp2(lse - torch.where(top == float("-inf"), 0.0, top))[..., None]
+        merged = (weights * outs).sum(0) / torch.where(weights.sum(0) > 0, weights.sum(0), 1.0)
+        out[row] = merged.to(torch.bfloat16)
+    return out
+
+
 def candidates(data, routes: set, device):
     """(label, kv format, form, callable returning the output) of every candidate that
     applies; the form as the verifier names it (the runners' .form; reference_a8w8 is
@@ -133,9 +260,15 @@ def candidates(data, routes: set, device):
     for fmt in ("fp8", "mxfp4"):
         if f"coming_{fmt}" in routes:
             yield f"coming_{fmt}", fmt, COMING_FORMS[fmt], lambda fmt=fmt: coming_form(data, fmt)
+    for label, (fmt, form) in HOPPER_MODELS.items():
+        if label in routes and fmt in shape.formats and shape.q_seq_len == 1:
+            yield label, fmt, form, lambda fmt=fmt, form=form: hopper_form_model(data, fmt, form)
 
 
-ALL_ROUTES = ("torch", "triton_fp8", "triton_mxfp4", "reference_a8w8", "coming_fp8", "coming_mxfp4")
+ALL_ROUTES = ("torch", "triton_fp8", "triton_mxfp4", "reference_a8w8", "coming_fp8", "coming_mxfp4",
+              *HOPPER_MODELS)
+# The routes that run the GPU's inputs on a CPU too (torch code, no kernel).
+CPU_ROUTES = {"torch", "reference_a8w8", "coming_fp8", "coming_mxfp4", *HOPPER_MODELS}
 
 
 def _submission():
@@ -203,11 +336,11 @@ def main(argv=None) -> int:
     parser.add_argument("--routes", default=",".join(ALL_ROUTES), help=f"comma-separated subset of {ALL_ROUTES}")
     args = parser.parse_args(argv)
     device = get_device()
-    if device.type != "cuda" and not args.smoke:
-        parser.error("no CUDA device: run with --smoke on the CPU")
     routes = set(args.routes.split(","))
     if routes - set(ALL_ROUTES):
         parser.error(f"unknown routes {sorted(routes - set(ALL_ROUTES))}")
+    if device.type != "cuda" and not args.smoke and routes - CPU_ROUTES:
+        parser.error(f"no CUDA device: run with --smoke on the CPU, or choose among {sorted(CPU_ROUTES)}")
     if device.type != "cuda" and routes & {"triton_fp8", "triton_mxfp4"}:
         os.environ.setdefault("TRITON_INTERPRET", "1")  # before submission imports triton
     rows = measure(args.smoke, routes, device)

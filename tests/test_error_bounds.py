@@ -31,6 +31,14 @@ def test_every_form_a_runner_can_have_is_measured_or_named_unmeasured():
     assert not UNMEASURED_FORMS & set(submission.FORM_ERROR_BOUNDS)
 
 
+def test_what_the_h200_measured_of_the_hopper_forms_lies_inside_their_model_derived_bounds():
+    bounds = {key: vars(bound) for key, bound in submission.FORM_ERROR_BOUNDS.items()}
+    checked = error_bounds.device_check(bounds)
+    assert set(checked) == {("fp8", "hopper_two_term"), ("fp8", "hopper_one_term"), ("mxfp4", "hopper")}
+    for key, entry in checked.items():
+        assert entry["cases"] >= 3 and all(share < 1 for share in entry["fraction_of_bound"].values()), (key, entry)
+
+
 def test_an_unmeasured_form_is_judged_by_its_formats_bound_and_says_so():
     bound, name = submission.error_bound("fp8", "gluon")
     assert bound == submission.ERROR_BOUNDS["fp8"]

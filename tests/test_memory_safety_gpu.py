@@ -29,6 +29,7 @@ test_the_fences_catch_every_form_of_a_deliberately_wrong_kernel runs the same ch
 two deliberately wrong kernels (tools/mutants.py): compiled on a GPU, under the
 interpreter on the CPU.
 """
+import collections
 import dataclasses
 import os
 
@@ -176,11 +177,11 @@ def test_every_offered_launch_stays_inside_its_fences(input_name, precompiled):
     verifier = sub.Verifier(data, shape)
     fenced_data, fences = fenced_input(data)
     judged = not input_name.startswith(EXTREME)
-    failures, launches = [], 0
+    failures, launches = [], collections.Counter()
     for kv_format in ("fp8", "mxfp4"):
         for launch in offered_launches(kv_format, shape):
-            launches += 1
             plain_runner = sub.TritonRunner(shape, kv_format, launch)
+            launches[f"{kv_format}:{plain_runner.form}"] += 1
             out, problems = fenced_call(sub, fenced_data, fences, kv_format, launch)
             plain = plain_runner(*data[:4])
             if not torch.equal(out.view(torch.int16), plain.view(torch.int16)):
@@ -193,9 +194,12 @@ def test_every_offered_launch_stays_inside_its_fences(input_name, precompiled):
                     problems.append(f"verifier: {detail}")
             if problems:
                 failures.append(f"{plain_runner.label}: " + "; ".join(problems))
-    print(f"\n[{input_name}] {launches} launches fenced, {len(failures)} failed"
+    per_form = ", ".join(f"{form} {count}" for form, count in sorted(launches.items()))
+    print(f"\n[{input_name}] {sum(launches.values())} launches fenced ({per_form}), {len(failures)} failed"
           f"{', verifier and finiteness judged' if judged else ''}")
-    assert launches > 0
+    for failure in failures:
+        print(f"[{input_name}] FAILED {failure[:300]}")
+    assert launches
     assert not failures, "\n".join(failures)
 
 
@@ -279,7 +283,7 @@ def _mutant_under_fences(directory: str, device: str, mutation: str) -> dict:
     for kv_format in ("fp8", "mxfp4"):
         # every form that runs here: a Gluon form on a GPU where Gluon runs, never interpreted
         for form in (f.name for f in mutant.forms_of(kv_format)
-                     if f.language != "gluon" or mutant.gluon_forms_here(arch)):
+                     if f.language != "gluon" or mutant.gluon_forms_here(arch, f)):
             data = inputs[(33, 140) if (kv_format, form) == ("mxfp4", "gluon") else (33, 40)]
             shape = mutant.CallShape(data)
             verifier = mutant.Verifier(data, shape)
@@ -310,7 +314,8 @@ def test_the_fences_catch_every_form_of_a_deliberately_wrong_kernel(mutation, mu
     ends at the buffer's end, and the output must fail the checks. output_row_shifted_by_one:
     the last output row lands in the output's fence. Compiled on a GPU, every form; on the
     CPU under the interpreter (the same fences, the same kernels' source), every form for
-    the shifted output, the MXFP4 forms for the row clamp: the interpreter converts e4m3
+    the shifted output, the MXFP4 forms for the row clamp (which the Hopper forms, reading
+    through TMA, do not have): the interpreter converts e4m3
     NaN (0x7F, 0xFF) to +-480, so fp8 poison weighted by a zero probability vanishes there
     (tests/test_memory_safety_interpreter.py catches those forms by address)."""
     if HAS_GPU:
@@ -319,7 +324,12 @@ def test_the_fences_catch_every_form_of_a_deliberately_wrong_kernel(mutation, mu
         found = _worker.run(_mutant_under_fences, mutant_directory, "cpu", mutation)
     assert set(found) == {f"{fmt}:{form}" for fmt in ("fp8", "mxfp4") for form in runnable_forms(fmt)}
     interpreted_fp8_misses = not HAS_GPU and mutation == "row_clamp_cut_by_one_row"
-    expected = {form for form in found if not (interpreted_fp8_misses and form.startswith("fp8:"))}
+    # The Hopper forms read the KV through TMA descriptors of the buffer's own shape: a row past
+    # it comes back as zeros, never the fence's poison, and they have no row clamp for this
+    # mutant to cut (compute-sanitizer's memcheck watches their accesses: bench/h200_session.sh hopper).
+    tma_forms = {f"{fmt}:{f.name}" for fmt in ("fp8", "mxfp4") for f in sub.forms_of(fmt) if f.gluon_arch == "hopper"}
+    expected = {form for form in found if not (interpreted_fp8_misses and form.startswith("fp8:"))
+                and not (mutation == "row_clamp_cut_by_one_row" and form in tma_forms)}
     missed = [form for form in expected if not found[form]]
     assert not missed, f"{mutation} went unseen in {missed}"
     if mutation == "output_row_shifted_by_one":  # the fence itself, not only the values

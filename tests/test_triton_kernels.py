@@ -446,7 +446,9 @@ MEASURED_BEST = {(4, 1024): (16, 64, 8), (4, 8192): (64, 32, 4), (32, 1024): (8,
 def test_launch_candidates():
     for fmt, form, stages in (("mxfp4", "bf16", 1), ("fp8", "f16", 3)):
         for (batch, length), best in MEASURED_BEST.items():
-            cands = sub.triton_launch_candidates(fmt, batch, length, 132, "sm_90")
+            # the Hopper forms lead on sm_90 with launches of their own (tests/test_hopper_forms.py)
+            cands = [c for c in sub.triton_launch_candidates(fmt, batch, length, 132, "sm_90")
+                     if c.gluon_arch != "hopper"]
             # NVIDIA: one thread releases a program's partials after a barrier (PTX's is cumulative)
             assert cands[0] == L(*best, stages, form=form, each_thread_releases=False), (fmt, batch, length)
             # the one-launch form of the first candidate is timed too, wherever it splits

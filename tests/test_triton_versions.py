@@ -85,7 +85,8 @@ def test_custom_kernel_serves_while_every_triton_launch_raises():
 # ------------------------------------------------------------------ the Gluon API check
 def _gluon_names_in_kernels() -> set:
     """Every dotted name the submission takes from Gluon's modules (gl., gl_cdna4.,
-    gl_ampere.), outside the API table itself, as written in its source."""
+    gl_ampere., gl_hopper., gl_hopper_host.), outside the API table itself, as written in its
+    source."""
     tree = ast.parse((ROOT / "submission.py").read_text())
     table = next(node for node in ast.walk(tree) if isinstance(node, ast.Assign)
                  and any(getattr(t, "id", "") == "_GLUON_API" for t in node.targets))
@@ -97,7 +98,8 @@ def _gluon_names_in_kernels() -> set:
             while isinstance(inner, ast.Attribute):
                 parts.append(inner.attr)
                 inner = inner.value
-            if isinstance(inner, ast.Name) and inner.id in ("gl", "gl_cdna4", "gl_ampere"):
+            if isinstance(inner, ast.Name) and inner.id in ("gl", "gl_cdna4", "gl_ampere", "gl_hopper",
+                                                            "gl_hopper_host"):
                 names.add(".".join([inner.id, *reversed(parts)]))
     # The longest chain only (gl_cdna4.async_copy.commit_group, not gl_cdna4.async_copy).
     return {name for name in names if not any(other.startswith(name + ".") for other in names)}
@@ -109,7 +111,8 @@ def test_the_gluon_api_table_names_every_gluon_name_the_kernels_use():
     # A dtype's or layout's own attributes (gl.float32.is_fp8 ...) are not Gluon names.
     missing = {name for name in used if name not in listed and name.rsplit(".", 1)[0] not in listed}
     assert not missing, f"add to submission._GLUON_API: {sorted(missing)}"
-    assert "gl_cdna4.async_copy.commit_group" in used and "gl_ampere.mma_v2" in used
+    assert {"gl_cdna4.async_copy.commit_group", "gl_ampere.mma_v2", "gl_hopper.warpgroup_mma",
+            "gl_hopper_host.TensorDescriptor"} <= used
 
 
 needs_full_gluon = pytest.mark.skipif(

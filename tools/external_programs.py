@@ -116,6 +116,36 @@ class TritonBundledTool:
         return [str(path)], ""
 
 
+@dataclasses.dataclass(frozen=True)
+class CudaToolkitTool:
+    """A program of NVIDIA's CUDA toolkit: on PATH, else in the bin/ of $CUDA_HOME, of an
+    installed toolkit (/usr/local/cuda*/bin) or of NVIDIA's pip wheels for this Python, the
+    first whose `--version` names `banner`."""
+    name: str
+    banner: str
+    needs: str
+    enables: str
+    get: str
+
+    def find(self) -> tuple[list[str] | None, str]:
+        places = [shutil.which(self.name)]
+        places += [str(Path(home) / "bin" / self.name) for home in (os.environ.get("CUDA_HOME"),) if home]
+        places += sorted(str(path) for path in Path("/usr/local").glob(f"cuda*/bin/{self.name}"))
+        # NVIDIA's pip wheels (nvidia-cuda-sanitizer-api) put it in site-packages/nvidia/cu*/bin
+        places += sorted(str(path) for folder in sys.path if folder and Path(folder).is_dir()
+                         for path in Path(folder).glob(f"nvidia/*/bin/{self.name}"))
+        found = []
+        for path in dict.fromkeys(place for place in places if place):
+            output, problem = version_output([path])
+            if output is not None and self.banner not in output:
+                problem = f"does not say {self.banner!r}"
+            if problem is None:
+                return [path], ""
+            found.append(f"{path} {problem}")
+        return None, "; ".join(found) or (f"no {self.name} on PATH, in $CUDA_HOME/bin, /usr/local/cuda*/bin or "
+                                          "site-packages/nvidia/*/bin")
+
+
 LLVM_DEBIAN = ("Debian 12: `apt-get install llvm-22` (bookworm-security; it installs llvm-objdump-22, "
                "llvm-readelf-22 and llvm-mc-22)")
 PROGRAMS = {tool.name: tool for tool in (
@@ -139,6 +169,11 @@ PROGRAMS = {tool.name: tool for tool in (
                             "for Linux x86-64 carries them)",
                       enables="the sm_90 SASS main-loop mix (bench/sass_loop.py, tests/test_sass_loop.py)",
                       get="PyPI's triton (`bash tools/setup.sh` installs the pin where no triton is)"),
+    CudaToolkitTool("compute-sanitizer", "Compute Sanitizer",
+                    needs="NVIDIA's Compute Sanitizer (CUDA toolkit 12 or newer), on a machine with an NVIDIA GPU",
+                    enables="memcheck over the Hopper forms' robustness cases (bench/hopper_safety.py)",
+                    get="NVIDIA's CUDA toolkit, or its pip wheel for the driver's CUDA version "
+                        "(`python3 -m pip install nvidia-cuda-sanitizer-api==13.0.*` for CUDA 13.0)"),
 )}
 
 

@@ -117,13 +117,13 @@ def offered_targets() -> list[Target]:
 
 
 def forced_form_calls() -> list:
-    """The decode calls of every kernel form forced on an MI355X (MLA_ROUTE=triton_fp8:f16 and
-    the like; the autopick offers only some there), at 64 x 8192, each form's first launch
+    """The decode calls of every kernel form with a gfx950 kernel forced on an MI355X
+    (MLA_ROUTE=triton_fp8:f16 and the like; the autopick offers only some there), at 64 x 8192, each form's first launch
     with the in-kernel combine where it splits: what an MI355X compiles when a user forces
     a form (their listings must read in the emulator; they are not run here)."""
     calls = []
     data = ct.contract_inputs(64, 8192)
-    for record in sub.KERNEL_FORMS:
+    for record in (record for record in sub.KERNEL_FORMS if sub.form_runs_on(record, "gfx950")):
         kv_format, form = record.kv_format, record.name
         launch = sub.triton_launch_candidates(kv_format, 64, 8192, 256, "gfx950", form=form)[0]
         if launch.num_splits > 1:

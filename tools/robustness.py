@@ -14,10 +14,10 @@ from reference import attention_fp32, check_implementation, generate_input
 from utils import get_device
 
 ORACLE_TOL = 2e-2
-# Routes that multiply an e4m3 Q (the CDNA4 kernel forms, aiter's a8w8): e4m3 keeps 3
-# mantissa bits, so each rounding moves a value by up to 2^-4 of itself.
+# Routes that multiply an e4m3 Q (the CDNA4 kernel forms, the one-term Hopper form, aiter's
+# a8w8): e4m3 keeps 3 mantissa bits, so each rounding moves a value by up to 2^-4 of itself.
 E4M3_ORACLE_TOL = 0.1
-E4M3_LABELS = ("form=e4m3_waves", "form=waves", "form=gluon", "aiter_a8w8")
+E4M3_LABELS = ("form=e4m3_waves", "form=waves", "form=gluon", "form=hopper_one_term", "aiter_a8w8")
 ROUTES = ("torch", "triton_mxfp4", "triton_fp8", "aiter_fp8")
 # What a kernel form that loads 4-byte words (or, Gluon, copies 16 bytes) says of rows
 # that are not so aligned.
