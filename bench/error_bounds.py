@@ -16,7 +16,8 @@ none, by their label (LEGACY_FORMS): their "e4m3" and "scaled" rows measured the
 of today's "e4m3_waves" and "waves" (e4m3 Q per head; P x 256 in e4m3 for fp8, P in bf16 for
 MXFP4; the forms differ only in how the waves split a tile), and their unnamed Triton rows
 are the f16 and bf16 forms. The "coming_*" rows emulate the e4m3_waves / waves math in
-torch and count for those forms.
+torch and count for those forms; the "gluon_*_gfx950_model" rows are the gfx950 Gluon forms'
+models (tools/gfx950_numerics.py, held to the emulated gfx950 code) and count for "gluon".
 
 Scalings: an output s x exact has sequence error |1 - s| and element error |1 - s| x
 max|exact| / rms(exact), so a bound (S, E) rejects every s with |1 - s| > min(S, E x
@@ -38,7 +39,9 @@ ROOT = Path(__file__).resolve().parent.parent
 MARGIN = 3.0
 MEASUREMENTS = ("results/2026-11-30-h200-session2/verify/verify_errors.json",
                 "results/2026-11-30-cpu-verify-errors/verify_errors.json",
-                "results/2026-12-01-cpu-verify-errors/verify_errors.json")
+                "results/2026-12-01-cpu-verify-errors/verify_errors.json",
+                # the gfx950 Gluon forms' torch models (tools/gfx950_numerics.py), benchmark sizes
+                "results/2026-12-03-cpu-gluon-error-bounds/verify_errors.json")
 LEGACY_FORMS = {"torch[": "torch", "reference_a8w8": "a8w8", "coming_fp8": "e4m3_waves", "coming_mxfp4": "waves",
                 "form=e4m3,": "e4m3_waves", "form=scaled,": "waves", "form=f16,": "f16", "form=bf16,": "bf16",
                 "triton_fp8[splits=": "f16", "triton_mxfp4[splits=": "bf16"}
