@@ -18,6 +18,10 @@
 #       # GPU robustness cases and tests
 #   OUT=dir bash bench/h200_session.sh gluon-mxfp4  # the same for the MXFP4 Gluon form's twin,
 #       # then the NaN-fenced memory-safety run of every offered launch (its twin included)
+#   OUT=dir bash bench/h200_session.sh gluon-robustness  # each Gluon form forced in turn (its
+#       # twin here): the GPU robustness cases, each one it does not pass run again with its
+#       # route unforced, the odd-input cases under compute-sanitizer memcheck (PATH, then
+#       # /usr/local/cuda/bin); $OUT/gluon_forms.json and gluon_forms.txt, a line a form (~2 min)
 #   OUT=dir bash bench/h200_session.sh suite     # tools/setup.sh, then the README's test
 #       # command's files in two groups: the timing-sensitive ones (the clocks, the autopick's
 #       # timed choices) alone, the rest over SUITE_WORKERS (default 15) pytest-xdist workers
@@ -153,6 +157,13 @@ gluon-mxfp4)
     protocol leaderboard /tmp/benchmarks.txt leaderboard_auto
     step "done"
     ;;
+gluon-robustness)
+    step "bench/robustness_gpu.py --gluon-forms"
+    PATH="$PATH:/usr/local/cuda/bin" timeout 230 python3 -m bench.robustness_gpu --out "$out" --gluon-forms \
+        > "$out/gluon_forms.log" 2>&1 || status=1
+    cat "$out/gluon_forms.txt" 2>/dev/null || tail -n 30 "$out/gluon_forms.log"
+    step "done"
+    ;;
 suite)
     step "tools/setup.sh"
     bash tools/setup.sh > "$out/setup.log" 2>&1 || { tail -n 20 "$out/setup.log"; exit 1; }
@@ -191,7 +202,7 @@ verify)
     step "done"
     ;;
 *)
-    echo "usage: OUT=dir $0 harness|compare|routes|forms|gluon|gluon-mxfp4|suite|verify" >&2
+    echo "usage: OUT=dir $0 harness|compare|routes|forms|gluon|gluon-mxfp4|gluon-robustness|suite|verify" >&2
     exit 2
     ;;
 esac
