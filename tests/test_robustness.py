@@ -398,15 +398,19 @@ def test_a_forced_gluon_form_is_compared_with_its_route_unforced():
     peaked = ("no route passed verification for batch=3: triton_fp8[form=gluon]: sequence relative RMS error "
               "0.13 > 0.1 (fp8 gluon bound; sequence 1)")
     forced = [_row("ragged", "PASS"), _row("magnitude/peaked", "REFUSED", peaked),
-              _row("short_buffer", "FAIL", "max error 3"), _row("nonfinite/nan_q", "REFUSED", "no route passed")]
-    unforced = [_row("magnitude/peaked", "PASS"), _row("short_buffer", "PASS"), _row("nonfinite/nan_q", "PASS")]
+              _row("short_buffer", "FAIL", "max error 3"), _row("nonfinite/nan_q", "REFUSED", "no route passed"),
+              _row("fnuz", "REFUSED", "reads torch.float8_e4m3fn bytes")]
+    unforced = [_row("magnitude/peaked", "PASS"), _row("short_buffer", "PASS"), _row("nonfinite/nan_q", "PASS"),
+                _row("fnuz", "PASS")]
     comparison = robustness_gpu.compare_forced(forced, unforced)
     assert [e["case"] for e in comparison["refused_by_bound"]] == ["magnitude/peaked"]
+    assert [e["case"] for e in comparison["refused_by_design"]] == ["fnuz"]
     assert [e["case"] for e in comparison["short"]] == ["short_buffer", "nonfinite/nan_q"]
     line = robustness_gpu.summary_line("triton_fp8:gluon", forced, comparison,
                                        {"status": "NOT RUN", "why": "compute-sanitizer is not on PATH"})
     assert "magnitude/peaked: sequence relative RMS error 0.13 > 0.1" in line
-    assert "short of the unforced route: short_buffer (FAIL), nonfinite/nan_q (REFUSED)" in line
+    assert "refused by design (named): fnuz; short of the unforced route: short_buffer (FAIL), nonfinite/nan_q " \
+           "(REFUSED)" in line
     assert line.endswith("memcheck not run: compute-sanitizer is not on PATH")
     # a case neither passes is the route's, not the form's
     both = robustness_gpu.compare_forced([_row("fnuz", "REFUSED")], [_row("fnuz", "REFUSED")])
@@ -421,3 +425,18 @@ def test_the_gluon_forms_run_refuses_without_a_gpu(tmp_path):
                           cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 2 and "no GPU here" in proc.stderr, proc.stdout + proc.stderr
     assert not (tmp_path / "gluon_forms.json").exists()
+
+
+@pytest.mark.fast
+def test_the_memcheck_step_reads_the_sanitizer_summary(tmp_path):
+    """What the --gluon-forms run makes of compute-sanitizer's last line and exit status,
+    with a stand-in for the sanitizer (host logic: no GPU, no sanitizer needed)."""
+    from bench import robustness_gpu
+    stand_in = tmp_path / "compute-sanitizer"
+    results = {}
+    for errors, code in ((0, 0), (3, 99)):
+        stand_in.write_text(f"#!/bin/sh\necho '========= ERROR SUMMARY: {errors} errors'\nexit {code}\n")
+        stand_in.chmod(0o755)
+        results[errors] = robustness_gpu.memcheck("triton_fp8:gluon", tmp_path / f"run{errors}", str(stand_in), 30)
+        assert (tmp_path / f"run{errors}" / "memcheck.log").read_text().startswith("=========")
+    assert results[0]["status"] == "CLEAN" and results[3]["status"] == "ERRORS" and results[3]["errors"] == 3
