@@ -2002,6 +2002,7 @@ def _gluon_attend_mxfp4(q_ptr, q_row, stride_q_tok, stride_q_head, kv_ptr, sc_pt
     #                    row maxima, P via LDS         ds_write, barrier, ds_read
     #                    read V codes, O^T += V^T.P^T  ds_read; MFMA 16x16x32 bf16
     #                    store rest i+1                s_waitcnt vmcnt(>= C): codes i+1 still in flight
+    #                                                  (its waits may begin among the last V reads)
     #                    load rest i+2                 R buffer loads
     #                    barrier                       (keeps the two groups of loads in this order)
     #                    store codes i+1               s_waitcnt vmcnt(R): rest i+2 still in flight
@@ -2708,8 +2709,10 @@ def _wave_groups(form: KernelForm, launch) -> int:
 def _wave_fence_threads(launch) -> int:
     """The decode kernel's WAVE_FENCE_THREADS: the program's threads (64 a wave) where its
     waves fence their own stores and reads around the in-kernel combine's arrival
-    (each_wave_fences), else 0."""
-    return launch.num_warps * 64 if launch.combine_in_kernel and launch.each_wave_fences else 0
+    (each_wave_fences), else 0; 0 under the interpreter too, which runs no assembly and runs
+    a program's threads as one (nothing for a wave's fence to order)."""
+    fences = launch.combine_in_kernel and launch.each_wave_fences and not _INTERPRETED
+    return launch.num_warps * 64 if fences else 0
 
 
 def _combine_columns(splits: int) -> int:
