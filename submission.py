@@ -547,6 +547,70 @@ def _combine_splits_in_program(part_o_ptr, part_lse_ptr, b, num_splits):
     return acc / tl.where(w_sum > 0, w_sum, 1.0)[:, None]
 
 
+# The in-kernel combine's arrival protocol: every program of a sequence stores its partial
+# (output and log2-sum-exp), then adds one to the sequence's counter; the program that
+# brings the count to num_splits merges the partials (_combine_splits_in_program) and takes
+# the count back, so the counter is zero again for the next call. The arrival must release
+# the program's partial stores (agent / gpu scope) and the merging program's reads must
+# follow an acquire. One thread arrives, after a barrier:
+# - NVIDIA: bar.sync, then the atomic (acq_rel, gpu scope) by thread 0, its value shared
+#   through shared memory and bar.sync; the PTX model makes the release cumulative over
+#   the CTA's stores ordered before it by the barrier.
+# - gfx942 / gfx950 (WAVE_FENCE_THREADS, the program's threads): a release there orders
+#   the releasing wave's own vector memory operations only (AMDGPUUsage, memory model
+#   GFX942: vmcnt and the L2 request queues are per wave; a workgroup barrier waits for no
+#   store), so first every wave runs an agent-scope release fence of its own, as LLVM emits
+#   one (buffer_wbl2 sc1: its completed stores written back for the other L2s; s_waitcnt
+#   vmcnt(0): its stores completed), then the barrier, then thread 0's atomic; in the
+#   merging program every wave runs its own agent-scope acquire (its loads and atomics
+#   completed; buffer_inv sc1) after thread 0 took the count back and before its reads.
+#   Triton 3.6 and its Gluon have no fence operation: the fences are written as the
+#   instructions LLVM emits for them (tests/test_gfx950_inline_asm.py ties the two), one
+#   inline assembly block a thread (_wave_fence), and the atomic is one thread's, exec-
+#   masked (a scalar pointer: a global atomic; a tensor one becomes a buffer atomic that
+#   every wave issues with its lanes masked by offset).
+# So a program issues one counter atomic (one active lane) and a sequence's counter takes
+# num_splits + 1 (the merging program's take-back). bench/combine_release.py checks the
+# gfx950 code; the gfx950 emulator runs it with its stale-read check. The Gluon kernel's
+# _gluon_arrive / _gluon_depart follow these two.
+_WAVE_RELEASE_ASM = tl.constexpr("buffer_wbl2 sc1\ns_waitcnt vmcnt(0) lgkmcnt(0)")
+_WAVE_ACQUIRE_ASM = tl.constexpr("s_waitcnt vmcnt(0) lgkmcnt(0)\nbuffer_inv sc1")
+
+
+@triton.jit
+def _wave_fence(RELEASE: tl.constexpr, THREADS: tl.constexpr):
+    # An agent-scope release (RELEASE) or acquire fence in every wave of the program: one
+    # inline-assembly block a thread of a tensor of THREADS elements (the program's threads,
+    # one each), its output tied to its input and unused; not pure, so the compiler keeps it
+    # and moves no memory operation across it.
+    threads = tl.zeros([THREADS], tl.int32)
+    if RELEASE:
+        tl.inline_asm_elementwise(_WAVE_RELEASE_ASM, "=v,0", [threads], dtype=tl.int32, is_pure=False, pack=1)
+    else:
+        tl.inline_asm_elementwise(_WAVE_ACQUIRE_ASM, "=v,0", [threads], dtype=tl.int32, is_pure=False, pack=1)
+
+
+@triton.jit
+def _arrive(counters_ptr, b, WAVE_FENCE_THREADS: tl.constexpr):
+    # The program's arrival at sequence b's counter (after its partial stores): the count
+    # before it. acq_rel: the release covers the partials, the acquire the merging
+    # program's reads (NVIDIA's code was measured with it; on AMD the fences add the rest).
+    if WAVE_FENCE_THREADS:
+        _wave_fence(True, WAVE_FENCE_THREADS)
+    tl.debug_barrier()
+    return tl.atomic_add(counters_ptr + b, 1, sem="acq_rel", scope="gpu")
+
+
+@triton.jit
+def _depart(counters_ptr, b, num_splits, WAVE_FENCE_THREADS: tl.constexpr):
+    # The merging program takes the count back (the counter is zero for the next call) and
+    # acquires; the count taken bounds the merge, as the counter recorded it.
+    recorded = tl.atomic_add(counters_ptr + b, -num_splits, sem="acq_rel", scope="gpu")
+    if WAVE_FENCE_THREADS:
+        _wave_fence(False, WAVE_FENCE_THREADS)
+    return recorded
+
+
 @triton.jit(do_not_specialize=["total_q", "num_splits"])
 def _combine_splits_kernel(qo_indptr_ptr, out_ptr, part_o_ptr, part_lse_ptr, total_q, num_splits,
                            stride_o_tok, stride_o_head, SPLITS_POW2: tl.constexpr, COLUMNS: tl.constexpr):
@@ -937,8 +1001,8 @@ def _mla_decode_kernel(
     qk_scale, total_q, kv_rows, num_splits,
     stride_q_tok, stride_q_head, stride_kv, stride_sr, stride_sc, stride_o_tok, stride_o_head,
     KV_FORMAT: tl.constexpr, FORM: tl.constexpr, HW_CONVERT: tl.constexpr, SPLIT: tl.constexpr,
-    COMBINE_IN_KERNEL: tl.constexpr, ARRIVALS: tl.constexpr, BLOCK_N: tl.constexpr, WAVE_GROUPS: tl.constexpr,
-    EMULATE: tl.constexpr,
+    COMBINE_IN_KERNEL: tl.constexpr, WAVE_FENCE_THREADS: tl.constexpr, BLOCK_N: tl.constexpr,
+    WAVE_GROUPS: tl.constexpr, EMULATE: tl.constexpr,
 ):
     # One program: the split `split` of sequence b, all 16 heads (section 2). FORM names the
     # form of KV_FORMAT whose _attend_* runs; HW_CONVERT: the MXFP4 waves form on gfx950.
@@ -976,27 +1040,10 @@ def _mla_decode_kernel(
         _store_rows(part_o_ptr, part, _TL_HEADS * _TL_NOPE, _TL_NOPE, o)
         if COMBINE_IN_KERNEL:
             # The last program of the sequence to arrive merges (otherwise
-            # _combine_splits_kernel, launched next in the same queue, does). An arrival
-            # releases (gpu scope) the partial stores before it; the merging program's
-            # reads follow an acquire. On AMD a release orders its own wave's stores only
-            # (a workgroup barrier waits for none), so every thread arrives for itself
-            # (ARRIVALS: one a thread), and in the program that completes the count
-            # (num_splits x ARRIVALS) every thread acquires by taking its arrivals back,
-            # which resets the counter; the value taken bounds the merge, as the count
-            # recorded it. On NVIDIA (ARRIVALS 1) one thread arrives after bar.sync, which
-            # makes its release cumulative under the PTX model (the sm_90 PTX: bar.sync,
-            # then @p atom.global.gpu.acq_rel.add by thread 0, its value shared through
-            # shared memory and bar.sync). bench/combine_release.py checks gfx950's code.
-            # acq_rel, not release / acquire: Triton 3.6 swaps those two fences on the AMD
-            # buffer atomics these become (triton-lang/triton#11081).
-            if ARRIVALS == 1:
-                tl.debug_barrier()
-            arrival = tl.full([ARRIVALS], 1, tl.int32)
-            counter = counters_ptr + b + 0 * arrival
-            arrived = tl.atomic_add(counter, arrival, sem="acq_rel", scope="gpu")
-            if tl.max(arrived, 0) == num_splits * ARRIVALS - 1:
-                recorded = tl.atomic_add(counter, -num_splits * arrival, sem="acq_rel", scope="gpu")
-                o = _combine_splits_in_program(part_o_ptr, part_lse_ptr, b, tl.max(recorded, 0) // ARRIVALS)
+            # _combine_splits_kernel, launched next in the same queue, does).
+            if _arrive(counters_ptr, b, WAVE_FENCE_THREADS) == num_splits - 1:
+                o = _combine_splits_in_program(part_o_ptr, part_lse_ptr, b,
+                                               _depart(counters_ptr, b, num_splits, WAVE_FENCE_THREADS))
                 _store_rows(out_ptr, q_row, stride_o_tok, stride_o_head, o)
     else:
         _store_rows(out_ptr, q_row, stride_o_tok, stride_o_head, o)
@@ -1091,13 +1138,6 @@ def _gluon_rows_layout(ARCH, GROUPS):
 
 
 @gluon_constexpr_function
-def _gluon_threads_layout(ARCH, WARPS):
-    # A 1-D tensor over all the program's threads in order, one element a thread for as
-    # many elements as threads (the in-kernel combine's arrivals).
-    return gl.BlockedLayout([1], [64 if ARCH == "cdna4" else 32], [WARPS], [0])
-
-
-@gluon_constexpr_function
 def _gluon_groups_rows_layout(ARCH, GROUPS):
     # [G, 16, 512] with a thread's G values of one element together: the wave merge's
     # sum over the groups within a thread; its slice along G is _gluon_rows_layout.
@@ -1133,23 +1173,33 @@ def _gluon_row_offsets(stride_kv, GROUPS: gl.constexpr, TOKENS: gl.constexpr, la
 
 
 @gluon_jit
+def _gluon_tile_rows(start, hi, BLOCK_N: gl.constexpr):
+    # (first, last): row r of the tile at `start` is row first + min(r, last) of the KV
+    # buffer, both forms' clamp. A tile in the split ([start, hi), start < hi) reads its rows
+    # from `start`, the rows at or past hi repeating row hi - 1 (their scores become -inf);
+    # a tile wholly past hi (the loads ahead, beyond the split) reads row hi - 1 (row 0
+    # for an empty split at the buffer's start; the host launches no Gluon form over an
+    # empty buffer). So no row outside the sequence's rows below hi is read, whatever the
+    # buffer's length, and last is at most BLOCK_N - 1: row offsets stay under BLOCK_N x
+    # the row stride, which the host checks fits 32 bits.
+    first = gl.maximum(gl.minimum(start, hi - 1), 0)
+    return first, gl.minimum(gl.maximum(hi - 1 - first, 0), BLOCK_N - 1)
+
+
+@gluon_jit
 def _gluon_copy_tile(nope_dst, rope_dst, kv_ptr, start, hi, stride_kv, nope_rows, rope_rows,
                      ARCH: gl.constexpr):
     # Issue the asynchronous copy of the tile at `start` (each row's nope then rope
     # bytes, as many as the stages hold: 512 + 64 for fp8, 256 + 32 for MXFP4; row
     # offsets from _gluon_row_offsets) into one ring stage, and commit it as one group.
-    # Rows at or past hi repeat row hi - 1 (their scores become -inf), so no copy
-    # leaves the rows [start, hi). A tile wholly past hi (the ring's prefetch beyond
-    # the split) reads row hi - 1 (row 0 for an empty split at the buffer's start; the
-    # host refuses an empty KV buffer). Offsets stay under BLOCK_N x stride, which the
-    # host checks fits 32 bits.
+    # Its rows are clamped as _gluon_tile_rows says.
     NOPE_COPY: gl.constexpr = nope_rows.type.layout
     ROPE_COPY: gl.constexpr = rope_rows.type.layout
     NOPE_BYTES: gl.constexpr = nope_dst.shape[2]
     ROPE_BYTES: gl.constexpr = rope_dst.shape[2]
-    first = gl.maximum(gl.minimum(start, hi - 1), 0)
+    first, last = _gluon_tile_rows(start, hi, nope_dst.shape[0] * nope_dst.shape[1])
     base = kv_ptr + first.to(gl.int64) * stride_kv
-    last_row = gl.maximum(hi - 1 - first, 0) * stride_kv
+    last_row = last * stride_kv
     nope = gl.minimum(nope_rows, last_row) + _gluon_axis(NOPE_BYTES, 2, NOPE_COPY)
     rope = gl.minimum(rope_rows, last_row) + NOPE_BYTES + _gluon_axis(ROPE_BYTES, 2, ROPE_COPY)
     if ARCH == "cdna4":
@@ -1315,10 +1365,39 @@ def _gluon_combine_splits_in_program(part_o_ptr, part_lse_ptr, b, num_splits, la
 
 
 @gluon_jit
+def _gluon_wave_fence(RELEASE: gl.constexpr, THREADS: gl.constexpr):
+    # _wave_fence's Gluon version, on gfx950 (THREADS: the program's, one element each).
+    gl.static_assert(THREADS == 64 * gl.num_warps())
+    threads = gl.zeros([THREADS], gl.int32, gl.BlockedLayout([1], [64], [gl.num_warps()], [0]))
+    if RELEASE:
+        gl.inline_asm_elementwise(_WAVE_RELEASE_ASM, "=v,0", [threads], dtype=gl.int32, is_pure=False, pack=1)
+    else:
+        gl.inline_asm_elementwise(_WAVE_ACQUIRE_ASM, "=v,0", [threads], dtype=gl.int32, is_pure=False, pack=1)
+
+
+@gluon_jit
+def _gluon_arrive(counters_ptr, b, WAVE_FENCE_THREADS: gl.constexpr):
+    # _arrive's Gluon version. The exact release: Gluon's atomics stay global atomics, whose
+    # fences Triton 3.6 places right (its AMD buffer atomics swap release and acquire).
+    if WAVE_FENCE_THREADS:
+        _gluon_wave_fence(True, WAVE_FENCE_THREADS)
+    _gluon_barrier()
+    return gl.atomic_add(counters_ptr + b, 1, sem="release", scope="gpu")
+
+
+@gluon_jit
+def _gluon_depart(counters_ptr, b, num_splits, WAVE_FENCE_THREADS: gl.constexpr):
+    # _depart's Gluon version (thread 0's take-back acquires).
+    recorded = gl.atomic_add(counters_ptr + b, -num_splits, sem="acquire", scope="gpu")
+    if WAVE_FENCE_THREADS:
+        _gluon_wave_fence(False, WAVE_FENCE_THREADS)
+    return recorded
+
+
+@gluon_jit
 def _gluon_finish(acc, m_i, l_i, b, split, q_row, out_ptr, part_o_ptr, part_lse_ptr, counters_ptr,
                   num_splits, stride_o_tok, stride_o_head, SPLIT: gl.constexpr,
-                  COMBINE_IN_KERNEL: gl.constexpr, ARRIVALS: gl.constexpr, COMBINE_LAYOUT: gl.constexpr,
-                  ARCH: gl.constexpr):
+                  COMBINE_IN_KERNEL: gl.constexpr, WAVE_FENCE_THREADS: gl.constexpr, COMBINE_LAYOUT: gl.constexpr):
     # The merged state -> the output row (one split), or the split's normalized
     # partial and log2-sum-exp in the scratch layout _combine_splits_kernel reads, and
     # with COMBINE_IN_KERNEL the merge by the last split to finish (as _mla_decode_kernel).
@@ -1329,17 +1408,11 @@ def _gluon_finish(acc, m_i, l_i, b, split, q_row, out_ptr, part_o_ptr, part_lse_
         gl.store(part_lse_ptr + part * _TL_HEADS + gl.arange(0, _TL_HEADS, layout=l_i.type.layout), lse)
         _gluon_store_rows(part_o_ptr, part, _TL_HEADS * _TL_NOPE, _TL_NOPE, o)
         if COMBINE_IN_KERNEL:
-            # As _mla_decode_kernel's arrivals (its comment says why), one a thread in
-            # order over the waves; the exact release / acquire: Gluon's stay global atomics.
-            if ARRIVALS == 1:
-                _gluon_barrier()
-            arrival = gl.full([ARRIVALS], 1, gl.int32, _gluon_threads_layout(ARCH, gl.num_warps()))
-            counter = counters_ptr + b + 0 * arrival
-            arrived = gl.atomic_add(counter, arrival, sem="release", scope="gpu")
-            if gl.max(arrived, 0) == num_splits * ARRIVALS - 1:
-                recorded = gl.atomic_add(counter, -num_splits * arrival, sem="acquire", scope="gpu")
-                merged = _gluon_combine_splits_in_program(part_o_ptr, part_lse_ptr, b,
-                                                          gl.max(recorded, 0) // ARRIVALS, COMBINE_LAYOUT)
+            # The last program of the sequence to arrive merges (_arrive's protocol).
+            if _gluon_arrive(counters_ptr, b, WAVE_FENCE_THREADS) == num_splits - 1:
+                merged = _gluon_combine_splits_in_program(
+                    part_o_ptr, part_lse_ptr, b, _gluon_depart(counters_ptr, b, num_splits, WAVE_FENCE_THREADS),
+                    COMBINE_LAYOUT)
                 _gluon_store_rows(out_ptr, q_row, stride_o_tok, stride_o_head, merged)
     else:
         _gluon_store_rows(out_ptr, q_row, stride_o_tok, stride_o_head, o)
@@ -1430,9 +1503,9 @@ def _gluon_attend_fp8(q_ptr, q_row, stride_q_tok, stride_q_head, kv_ptr, kv_scal
 # ahead (in flight through the whole of this tile's products), written to shared memory
 # after this tile's last read. (gfx950's copy to LDS would make every access to shared
 # memory that LLVM cannot prove apart from the copies', the exchanges above included,
-# wait for all of them: s_waitcnt vmcnt(0).) A tile's rows are [base, base + 128) with
-# base = max(min(start, hi - 128), 0), inside the buffer (the host refuses one of fewer
-# than 128 rows): no row is clamped; the rows outside [start, hi) are invalid, their
+# wait for all of them: s_waitcnt vmcnt(0).) A tile's rows are clamped as fp8's
+# (_gluon_tile_rows: rows past hi repeat row hi - 1, so a buffer of any length serves);
+# the rows outside [start, hi) are invalid, their
 # scale bytes stored as 0 (nothing non-finite of another sequence enters) and their
 # scores -inf by an extra K feature: the rope's K step of 128 has 64 padding features,
 # and feature 576 is -6 (e2m1 0xF, its block scale 2^127) for an invalid row, 0 for a
@@ -1636,52 +1709,53 @@ def _gluon_load_bytes(base, offsets, ARCH: gl.constexpr):
 @gluon_jit
 def _gluon_mxfp4_offsets(ROWS: gl.constexpr, COLUMNS: gl.constexpr, row_stride, column_stride,
                          layout: gl.constexpr):
-    # [ROWS, COLUMNS] offsets from a tile's first row, in `layout` (dim 0 the rows, or, for
-    # a layout of [blocks, rows], dim 1: ROWS < 0 means the rows are dim 1); the same for
-    # every tile: computed once, before the loop.
+    # A tile's [ROWS, COLUMNS] offsets in `layout` as (each row's from the tile's first row,
+    # each column's), the rows along dim 0, or, for a layout of [blocks, rows], dim 1 (ROWS
+    # < 0); the same for every tile: computed once, before the loop.
     if ROWS > 0:
-        return _gluon_axis2(ROWS, 0, layout) * row_stride + _gluon_axis2(COLUMNS, 1, layout) * column_stride
+        return _gluon_axis2(ROWS, 0, layout) * row_stride, _gluon_axis2(COLUMNS, 1, layout) * column_stride
     else:
-        return _gluon_axis2(-ROWS, 1, layout) * row_stride + _gluon_axis2(COLUMNS, 0, layout) * column_stride
+        return _gluon_axis2(-ROWS, 1, layout) * row_stride, _gluon_axis2(COLUMNS, 0, layout) * column_stride
 
 
 @gluon_jit
-def _gluon_mxfp4_tile_base(start, hi, BLOCK_N: gl.constexpr):
-    # The first row of the tile at `start`: [base, base + BLOCK_N) covers the tile's rows
-    # in the split, [start, min(start + BLOCK_N, hi)), and lies inside the buffer (at
-    # least BLOCK_N rows, hi at most its rows). A tile past hi (the loads of the tile
-    # ahead, beyond the split) reads the split's last BLOCK_N rows, all invalid to it.
-    return gl.maximum(gl.minimum(start, hi - BLOCK_N), 0)
+def _gluon_mxfp4_load_codes(kv_ptr, start, hi, stride_kv, offsets, BLOCK_N: gl.constexpr, ARCH: gl.constexpr):
+    # Code bytes of the tile at `start` (nope [BLOCK_N, 256] or rope [BLOCK_N, 32], 16 bytes
+    # a load) at offsets (_gluon_mxfp4_offsets), each row clamped as _gluon_tile_rows says.
+    # A thread's loads are one column of several rows: min(r, last) x stride + c is taken
+    # as min(r x stride + c, last x stride + c), one minimum a load.
+    first, last = _gluon_tile_rows(start, hi, BLOCK_N)
+    rows, columns = offsets
+    return _gluon_load_bytes(kv_ptr + first.to(gl.int64) * stride_kv,
+                             gl.minimum(rows + columns, last * stride_kv + columns), ARCH)
 
 
 @gluon_jit
-def _gluon_mxfp4_load_codes(kv_ptr, start, hi, stride_kv, nope_offsets, ARCH: gl.constexpr):
-    # The nope codes [BLOCK_N, 256] of the tile at `start` into registers (16 bytes a load).
-    BLOCK_N: gl.constexpr = nope_offsets.shape[0]
-    base = _gluon_mxfp4_tile_base(start, hi, BLOCK_N)
-    return _gluon_load_bytes(kv_ptr + base.to(gl.int64) * stride_kv, nope_offsets, ARCH)
+def _gluon_mxfp4_load_scales(sc_ptr, start, hi, stride_sr, offsets, BLOCK_N: gl.constexpr, ARCH: gl.constexpr):
+    # Scale bytes of the tile at `start` (blocks x rows, through the scale tensor's strides:
+    # trimmed or padded rows alike) at offsets, each row clamped as the codes' are. A
+    # thread's loads are several blocks of one row: its row is clamped once.
+    first, last = _gluon_tile_rows(start, hi, BLOCK_N)
+    rows, columns = offsets
+    return _gluon_load_bytes(sc_ptr + first.to(gl.int64) * stride_sr, gl.minimum(rows, last * stride_sr) + columns,
+                             ARCH)
 
 
 @gluon_jit
 def _gluon_mxfp4_load_rest(kv_ptr, sc_ptr, start, hi, stride_kv, stride_sr, rope_offsets, key_offsets,
-                           pe_offsets, ARCH: gl.constexpr):
+                           pe_offsets, BLOCK_N: gl.constexpr, ARCH: gl.constexpr):
     # The rest of the tile at `start` into registers: rope codes [BLOCK_N, 32], the nope
-    # blocks' scale bytes [16, BLOCK_N] and the rope's [2, BLOCK_N] (byte loads through the
-    # scale tensor's strides: trimmed or padded rows alike).
-    BLOCK_N: gl.constexpr = rope_offsets.shape[0]
-    base = _gluon_mxfp4_tile_base(start, hi, BLOCK_N)
-    rope = _gluon_load_bytes(kv_ptr + base.to(gl.int64) * stride_kv, rope_offsets, ARCH)
-    scales = sc_ptr + base.to(gl.int64) * stride_sr
-    keys = _gluon_load_bytes(scales, key_offsets, ARCH)
-    pe = _gluon_load_bytes(scales, pe_offsets, ARCH)
+    # blocks' scale bytes [16, BLOCK_N] and the rope's [2, BLOCK_N].
+    rope = _gluon_mxfp4_load_codes(kv_ptr, start, hi, stride_kv, rope_offsets, BLOCK_N, ARCH)
+    keys = _gluon_mxfp4_load_scales(sc_ptr, start, hi, stride_sr, key_offsets, BLOCK_N, ARCH)
+    pe = _gluon_mxfp4_load_scales(sc_ptr, start, hi, stride_sr, pe_offsets, BLOCK_N, ARCH)
     return rope, keys, pe
 
 
 @gluon_jit
-def _gluon_mxfp4_valid_rows(start, hi, rows, BLOCK_N: gl.constexpr):
-    # Whether the rows `rows` (from the first of the tile at `start`) are in [start, hi).
-    row = _gluon_mxfp4_tile_base(start, hi, BLOCK_N) + rows
-    return (row >= start) & (row < hi)
+def _gluon_mxfp4_valid_rows(start, hi, rows):
+    # Whether the tile at `start`'s rows `rows` (from its first) are in [start, hi).
+    return rows < hi - start
 
 
 @gluon_jit
@@ -1721,7 +1795,7 @@ def _gluon_mxfp4_store_rest(start, hi, rope, keys, pe, rope_smem, values_smem, k
     KEYS: gl.constexpr = keys.type.layout
     rope_smem.slice(0, 32, dim=1).store(rope)
     # A row's validity, once a thread (the scale bytes' layouts hold a row a thread).
-    valid = _gluon_mxfp4_valid_rows(start, hi, _gluon_axis2(BLOCK_N, 1, KEYS), BLOCK_N)
+    valid = _gluon_mxfp4_valid_rows(start, hi, _gluon_axis2(BLOCK_N, 1, KEYS))
     rope_smem.slice(32, 1, dim=1).store(gl.where(valid, 0, 0x0F).to(gl.uint8).permute((1, 0)))
     keys = _gluon_mxfp4_step_order(gl.where(valid, keys, 0).permute((1, 0))).permute((1, 0))
     values_smem.store(keys.to(gl.uint32) << 23)
@@ -1952,6 +2026,7 @@ def _gluon_attend_mxfp4(q_ptr, q_row, stride_q_tok, stride_q_head, kv_ptr, sc_pt
     #                    row maxima, P via LDS         ds_write, barrier, ds_read
     #                    read V codes, O^T += V^T.P^T  ds_read; MFMA 16x16x32 bf16
     #                    store rest i+1                s_waitcnt vmcnt(>= C): codes i+1 still in flight
+    #                                                  (its waits may begin among the last V reads)
     #                    load rest i+2                 R buffer loads
     #                    barrier                       (keeps the two groups of loads in this order)
     #                    store codes i+1               s_waitcnt vmcnt(R): rest i+2 still in flight
@@ -1989,18 +2064,20 @@ def _gluon_attend_mxfp4(q_ptr, q_row, stride_q_tok, stride_q_head, kv_ptr, sc_pt
     p_smem = gl.allocate_shared_memory(gl.bfloat16, [16, BLOCK_N], gl.SwizzledSharedLayout(8, 1, 16, [1, 0]))
     max_smem = gl.allocate_shared_memory(gl.float32, [GROUPS, 16], PLAIN)  # the groups' row maxima
     nope_offsets = _gluon_mxfp4_offsets(BLOCK_N, 256, stride_kv, 1, NOPE)
-    rope_offsets = _gluon_mxfp4_offsets(BLOCK_N, 32, stride_kv, 1, ROPE) + 256
+    rope_rows, rope_columns = _gluon_mxfp4_offsets(BLOCK_N, 32, stride_kv, 1, ROPE)
+    rope_offsets = (rope_rows, rope_columns + 256)
     key_offsets = _gluon_mxfp4_offsets(-BLOCK_N, 16, stride_sr, stride_sc, KEYS)
-    pe_offsets = _gluon_mxfp4_offsets(-BLOCK_N, 2, stride_sr, stride_sc, PE) + 16 * stride_sc
-    nope = _gluon_mxfp4_load_codes(kv_ptr, lo, hi, stride_kv, nope_offsets, ARCH)
+    pe_rows, pe_columns = _gluon_mxfp4_offsets(-BLOCK_N, 2, stride_sr, stride_sc, PE)
+    pe_offsets = (pe_rows, pe_columns + 16 * stride_sc)
+    nope = _gluon_mxfp4_load_codes(kv_ptr, lo, hi, stride_kv, nope_offsets, BLOCK_N, ARCH)
     rope, keys, pe = _gluon_mxfp4_load_rest(kv_ptr, sc_ptr, lo, hi, stride_kv, stride_sr, rope_offsets,
-                                            key_offsets, pe_offsets, ARCH)
+                                            key_offsets, pe_offsets, BLOCK_N, ARCH)
     _gluon_mxfp4_store_codes(nope, nope_smem)
     _gluon_mxfp4_store_rest(lo, hi, rope, keys, pe, rope_smem, values_smem, key_smem, pe_smem, ARCH, GROUPS)
     rope, keys, pe = _gluon_mxfp4_load_rest(kv_ptr, sc_ptr, lo + BLOCK_N, hi, stride_kv, stride_sr, rope_offsets,
-                                            key_offsets, pe_offsets, ARCH)
+                                            key_offsets, pe_offsets, BLOCK_N, ARCH)
     _gluon_barrier()  # the loop's order of the loads (its waits count on it)
-    nope = _gluon_mxfp4_load_codes(kv_ptr, lo + BLOCK_N, hi, stride_kv, nope_offsets, ARCH)
+    nope = _gluon_mxfp4_load_codes(kv_ptr, lo + BLOCK_N, hi, stride_kv, nope_offsets, BLOCK_N, ARCH)
     m_i = gl.full([16], float("-inf"), gl.float32, gl.SliceLayout(0, SCORE))
     l_i = gl.zeros([BLOCK_N, 16], gl.float32, SCORE)
     acc0 = gl.zeros([32 * GROUPS, 16], gl.float32, MMA)
@@ -2014,10 +2091,10 @@ def _gluon_attend_mxfp4(q_ptr, q_row, stride_q_tok, stride_q_head, kv_ptr, sc_pt
         _gluon_mxfp4_store_rest(start + BLOCK_N, hi, rope, keys, pe, rope_smem, values_smem, key_smem, pe_smem,
                                 ARCH, GROUPS)
         rope, keys, pe = _gluon_mxfp4_load_rest(kv_ptr, sc_ptr, start + 2 * BLOCK_N, hi, stride_kv, stride_sr,
-                                                rope_offsets, key_offsets, pe_offsets, ARCH)
+                                                rope_offsets, key_offsets, pe_offsets, BLOCK_N, ARCH)
         _gluon_barrier()  # keeps these loads before the codes' (the waits count on that order)
         _gluon_mxfp4_store_codes(nope, nope_smem)
-        nope = _gluon_mxfp4_load_codes(kv_ptr, start + 2 * BLOCK_N, hi, stride_kv, nope_offsets, ARCH)
+        nope = _gluon_mxfp4_load_codes(kv_ptr, start + 2 * BLOCK_N, hi, stride_kv, nope_offsets, BLOCK_N, ARCH)
     return acc0, acc1, acc2, acc3, m_i, l_i
 
 
@@ -2043,7 +2120,7 @@ def _mla_decode_gluon_kernel(
     qk_scale, total_q, kv_rows, num_splits,
     stride_q_tok, stride_q_head, stride_kv, stride_sr, stride_sc, stride_o_tok, stride_o_head,
     KV_FORMAT: gl.constexpr, FORM: gl.constexpr, SPLIT: gl.constexpr, COMBINE_IN_KERNEL: gl.constexpr,
-    ARRIVALS: gl.constexpr, BLOCK_N: gl.constexpr, WAVE_GROUPS: gl.constexpr, STAGES: gl.constexpr,
+    WAVE_FENCE_THREADS: gl.constexpr, BLOCK_N: gl.constexpr, WAVE_GROUPS: gl.constexpr, STAGES: gl.constexpr,
     ARCH: gl.constexpr,
 ):
     # The Gluon twin of _mla_decode_kernel: the same runtime arguments, grid, bounds and
@@ -2067,7 +2144,7 @@ def _mla_decode_gluon_kernel(
             stride_sr, stride_sc, BLOCK_N, WAVE_GROUPS, STAGES, ARCH)
         acc, m, l = _gluon_mxfp4_output(acc0, acc1, acc2, acc3, m_i, l_i, GROUPS_ROWS)
     _gluon_finish(acc, m, l, b, split, q_row, out_ptr, part_o_ptr, part_lse_ptr, counters_ptr, num_splits,
-                  stride_o_tok, stride_o_head, SPLIT, COMBINE_IN_KERNEL, ARRIVALS, ROWS, ARCH)
+                  stride_o_tok, stride_o_head, SPLIT, COMBINE_IN_KERNEL, WAVE_FENCE_THREADS, ROWS)
 
 
 # -------------------------------------------------------------------------------------
@@ -2078,7 +2155,8 @@ def _mla_decode_gluon_kernel(
 # there. One program is one warpgroup (4 warps) that owns one (sequence, KV split) and all
 # 16 heads; the grid (num_splits, batch), the split bounds, the query row, the scratch layout
 # and the in-kernel split combine with NVIDIA's arrival protocol are the Gluon forms'
-# (_gluon_split_bounds, _gluon_query_row, _gluon_finish with ARCH "ampere"). Q's e4m3 scale
+# (_gluon_split_bounds, _gluon_query_row, _gluon_finish: one arrival after a barrier, no wave
+# fences on NVIDIA, WAVE_FENCE_THREADS 0). Q's e4m3 scale
 # is _q_e4m3_scale_rule's, written out in _hopper_q_fp8: a call of _gluon_q_e4m3_scale there
 # compiles to the same instructions in another order, not the code that ran. Two programs fit
 # an SM (shared memory 84-109 KiB, at most 255 registers), so the leading splits fill 2 x the
@@ -2212,7 +2290,7 @@ def _hopper_fp8_kernel(
     part_o_ptr, part_lse_ptr, counters_ptr,
     qk_scale, total_q, kv_rows, num_splits,
     stride_q_tok, stride_q_head, stride_o_tok, stride_o_head,
-    SPLIT: gl.constexpr, COMBINE_IN_KERNEL: gl.constexpr, ARRIVALS: gl.constexpr, STAGES: gl.constexpr,
+    SPLIT: gl.constexpr, COMBINE_IN_KERNEL: gl.constexpr, WAVE_FENCE_THREADS: gl.constexpr, STAGES: gl.constexpr,
     SPLIT_OPERANDS: gl.constexpr,
 ):
     BLOCK_N: gl.constexpr = 64
@@ -2306,7 +2384,7 @@ def _hopper_fp8_kernel(
     HEAD_ROWS: gl.constexpr = gl.SliceLayout(1, ROWS)
     _gluon_finish(o, gl.convert_layout(m_i, HEAD_ROWS), gl.convert_layout(l_i, HEAD_ROWS), b, split, q_row,
                   out_ptr, part_o_ptr, part_lse_ptr, counters_ptr, num_splits, stride_o_tok, stride_o_head,
-                  SPLIT, COMBINE_IN_KERNEL, ARRIVALS, ROWS, "ampere")
+                  SPLIT, COMBINE_IN_KERNEL, WAVE_FENCE_THREADS, ROWS)
 
 
 # ---- MXFP4 ----
@@ -2478,7 +2556,7 @@ def _hopper_mxfp4_kernel(
     part_o_ptr, part_lse_ptr, counters_ptr,
     qk_scale, total_q, kv_rows, num_splits,
     stride_q_tok, stride_q_head, stride_sr, stride_sc, stride_o_tok, stride_o_head,
-    SPLIT: gl.constexpr, COMBINE_IN_KERNEL: gl.constexpr, ARRIVALS: gl.constexpr,
+    SPLIT: gl.constexpr, COMBINE_IN_KERNEL: gl.constexpr, WAVE_FENCE_THREADS: gl.constexpr,
 ):
     BLOCK_N: gl.constexpr = 64
     MMA: gl.constexpr = _hopper_bf16_mma_layout()
@@ -2570,7 +2648,7 @@ def _hopper_mxfp4_kernel(
     HEAD_ROWS: gl.constexpr = gl.SliceLayout(1, ROWS)
     _gluon_finish(o, gl.convert_layout(m_i, HEAD_ROWS), gl.convert_layout(l_i, HEAD_ROWS), b, split, q_row,
                   out_ptr, part_o_ptr, part_lse_ptr, counters_ptr, num_splits, stride_o_tok, stride_o_head,
-                  SPLIT, COMBINE_IN_KERNEL, ARRIVALS, ROWS, "ampere")
+                  SPLIT, COMBINE_IN_KERNEL, WAVE_FENCE_THREADS, ROWS)
 
 
 # -------------------------------------------------------------------------------------
@@ -2939,8 +3017,10 @@ class KernelForm:
     gfx950_convert: bool = False  # on gfx950 it decodes MXFP4 by the convert instruction (TritonLaunch.hw_convert)
     combine_modes: tuple = ("second_kernel", "in_kernel")  # how its splits can be merged
     row_alignment: int = 1    # bytes: it reads KV rows as 4-byte words (4) or 16-byte copies (16)
-    needs_a_row: bool = False  # it reads a row even for an empty split: an empty KV buffer is refused
-    whole_tiles: bool = False  # it reads whole tiles inside the buffer: one tile of rows at least, a scale row each
+    # Not launched over a KV buffer of no rows (every sequence is then empty: the output is
+    # zeroed instead): it reads a row before it knows a split is empty (the Gluon forms), or
+    # its KV goes through TMA descriptors, which describe no empty buffer (the Hopper forms).
+    no_launch_over_empty_buffer: bool = False
     int32_tile_offsets: bool = False  # its offsets within a tile are 32-bit: BLOCK_N rows (and scales) must fit
     kv_dtype: object = None   # the one fp8 dtype it reads (None: any of FP8_DTYPES)
     gluon_arch: str = ""      # a Gluon kernel written for an ARCH of GLUON_ARCH_DEVICES ("hopper"); "": the device's
@@ -2965,8 +3045,8 @@ def _triton_decode_arguments(form: KernelForm, launch, q, kv, kv_scale, sm_scale
     return dict(_decode_arguments(form, launch, q, kv, kv_scale, sm_scale, scratch),
                 KV_FORMAT=form.kv_format, FORM=form.name, HW_CONVERT=launch.hw_convert,
                 SPLIT=launch.num_splits > 1, COMBINE_IN_KERNEL=launch.combine_in_kernel,
-                ARRIVALS=_combine_arrivals(launch), BLOCK_N=launch.block_n, WAVE_GROUPS=_wave_groups(form, launch),
-                EMULATE=_INTERPRETED)
+                WAVE_FENCE_THREADS=_wave_fence_threads(launch), BLOCK_N=launch.block_n,
+                WAVE_GROUPS=_wave_groups(form, launch), EMULATE=_INTERPRETED)
 
 
 def _gluon_decode_arguments(form: KernelForm, launch, q, kv, kv_scale, sm_scale: float, scratch) -> dict:
@@ -2974,8 +3054,9 @@ def _gluon_decode_arguments(form: KernelForm, launch, q, kv, kv_scale, sm_scale:
     the tile's num_stages)."""
     return dict(_decode_arguments(form, launch, q, kv, kv_scale, sm_scale, scratch),
                 KV_FORMAT=form.kv_format, FORM=form.name, SPLIT=launch.num_splits > 1,
-                COMBINE_IN_KERNEL=launch.combine_in_kernel, ARRIVALS=_combine_arrivals(launch), BLOCK_N=launch.block_n,
-                WAVE_GROUPS=_wave_groups(form, launch), STAGES=launch.num_stages, ARCH=launch.gluon_arch)
+                COMBINE_IN_KERNEL=launch.combine_in_kernel, WAVE_FENCE_THREADS=_wave_fence_threads(launch),
+                BLOCK_N=launch.block_n, WAVE_GROUPS=_wave_groups(form, launch), STAGES=launch.num_stages,
+                ARCH=launch.gluon_arch)
 
 
 HOPPER_BLOCK_N = 64  # the Hopper kernels' tile (fixed in their code): the M of one warpgroup MMA, 4 warps x 16 rows
@@ -2999,7 +3080,7 @@ def _hopper_decode_arguments(form: KernelForm, launch, q, kv, kv_scale, sm_scale
         arguments["STAGES"] = launch.num_stages  # MXFP4's one-stage ring is its kernel's own
     split = launch.num_splits > 1
     combine = split and launch.combine_in_kernel
-    return dict(arguments, SPLIT=split, COMBINE_IN_KERNEL=combine, ARRIVALS=_combine_arrivals(launch) if combine else 0,
+    return dict(arguments, SPLIT=split, COMBINE_IN_KERNEL=combine, WAVE_FENCE_THREADS=_wave_fence_threads(launch),
                 **form_constexprs)
 
 
@@ -3019,8 +3100,8 @@ def _hopper_descriptor(rows, block_columns: int):
 
 
 def _hopper_call_arguments(form: KernelForm, launch, q, kv, kv_scale, qo_indptr, kv_indptr, out) -> dict:
-    """The call's tensors as a Hopper kernel takes them: the KV rows (checked 16-byte aligned
-    and non-empty, _check_rows) as two TMA descriptors, the 512 nope features' bytes and the
+    """The call's tensors as a Hopper kernel takes them: the KV rows (checked 16-byte aligned,
+    _check_rows; never empty: zeros_over_an_empty_buffer) as two TMA descriptors, the 512 nope features' bytes and the
     64 rope features' (fp8: 512 + 64 e4m3, MXFP4: 256 + 32 code bytes)."""
     rows = kv.reshape(kv.shape[0], -1)
     nope_bytes = V_HEAD_DIM if form.kv_format == "fp8" else V_HEAD_DIM // 2
@@ -3062,7 +3143,7 @@ KERNEL_FORMS = (
     # Gluon: two programs a CU fit the registers (waves_per_eu 2); STAGES 2 is a ring of two.
     KernelForm("fp8", "gluon", "gluon", places={"gfx950": 0, "sm_90": 4, "": 2},
                tiles=(Tile(128, 4, 2, waves_per_eu=2),), wave_groups=True, int32_tile_offsets=True,
-               row_alignment=16, needs_a_row=True, kv_dtype=torch.float8_e4m3fn,
+               row_alignment=16, no_launch_over_empty_buffer=True, kv_dtype=torch.float8_e4m3fn,
                kernel=_mla_decode_gluon_kernel, arguments=_gluon_decode_arguments),
     KernelForm("mxfp4", "bf16", "triton", places={"gfx950": None, "sm_90": 1, "": 0},
                tiles=(Tile(32, 4, 1), Tile(64, 8, 1)), wide_tile_when_idle=True,
@@ -3075,23 +3156,23 @@ KERNEL_FORMS = (
     # which its registers and LDS hold (waves_per_eu 2).
     KernelForm("mxfp4", "gluon", "gluon", places={"gfx950": 0, "sm_90": 3, "": 2},
                tiles=(Tile(128, 4, 2, waves_per_eu=2),), programs_per_cu=2, wave_groups=True,
-               int32_tile_offsets=True, row_alignment=16, needs_a_row=True, whole_tiles=True,
+               int32_tile_offsets=True, row_alignment=16, no_launch_over_empty_buffer=True,
                kernel=_mla_decode_gluon_kernel, arguments=_gluon_decode_arguments),
     # The Hopper forms (section 2.4), sm_90 alone: one warpgroup a program, 64-row tiles; fp8
     # a ring of two tiles (STAGES 2), MXFP4 its kernel's one-stage ring.
     KernelForm("fp8", "hopper_two_term", "gluon", places={"sm_90": 0}, gluon_arch="hopper",
                tiles=(Tile(HOPPER_BLOCK_N, 4, 2),), own_launches=_hopper_launches, row_alignment=16,
-               needs_a_row=True, kv_dtype=torch.float8_e4m3fn, kernel=_hopper_fp8_kernel,
+               no_launch_over_empty_buffer=True, kv_dtype=torch.float8_e4m3fn, kernel=_hopper_fp8_kernel,
                arguments=functools.partial(_hopper_decode_arguments, SPLIT_OPERANDS=True),
                call_arguments=_hopper_call_arguments),
     KernelForm("fp8", "hopper_one_term", "gluon", places={"sm_90": 1}, gluon_arch="hopper",
                tiles=(Tile(HOPPER_BLOCK_N, 4, 2),), own_launches=_hopper_launches, row_alignment=16,
-               needs_a_row=True, kv_dtype=torch.float8_e4m3fn, kernel=_hopper_fp8_kernel,
+               no_launch_over_empty_buffer=True, kv_dtype=torch.float8_e4m3fn, kernel=_hopper_fp8_kernel,
                arguments=functools.partial(_hopper_decode_arguments, SPLIT_OPERANDS=False),
                call_arguments=_hopper_call_arguments),
     KernelForm("mxfp4", "hopper", "gluon", places={"sm_90": 0}, gluon_arch="hopper",
                tiles=(Tile(HOPPER_BLOCK_N, 4, 1),), own_launches=_hopper_launches, row_alignment=16,
-               needs_a_row=True, kernel=_hopper_mxfp4_kernel, arguments=_hopper_decode_arguments,
+               no_launch_over_empty_buffer=True, kernel=_hopper_mxfp4_kernel, arguments=_hopper_decode_arguments,
                call_arguments=_hopper_call_arguments),
 )
 _FORMS_BY_NAME = {(form.kv_format, form.name): form for form in KERNEL_FORMS}
@@ -3127,6 +3208,17 @@ def offered_forms(kv_format: str, arch: str) -> tuple:
     return tuple(form for _, _, form in sorted(placed, key=lambda item: item[:2]))
 
 
+# The in-kernel combine's arrival (_arrive) is known right on NVIDIA (one thread after a
+# barrier), under the interpreter (no architecture), and on the AMD GPUs whose memory model
+# its per-wave fences are written for (AMDGPUUsage's GFX942 rules, which cover gfx950);
+# elsewhere a second kernel merges the splits.
+WAVE_FENCE_ARCHS = ("gfx942", "gfx950")
+
+
+def in_kernel_combine_here(arch: str) -> bool:
+    return arch in WAVE_FENCE_ARCHS or arch.startswith("sm_") or arch == ""
+
+
 @dataclasses.dataclass(frozen=True)
 class TritonLaunch:
     """One launch configuration of a form: what the autopick times and a runner launches."""
@@ -3141,10 +3233,11 @@ class TritonLaunch:
     waves_per_eu: int = 0  # AMD only: the occupancy the register allocator aims for (0: none)
     hw_convert: bool = False  # gfx950 only: a form with gfx950_convert decodes by that instruction
     gluon_arch: str = ""  # Gluon forms: the kernel's ARCH ("cdna4" for gfx950, "ampere" for NVIDIA sm_80+)
-    # In-kernel combine: every thread releases its own partial stores to the counter (what
-    # AMD needs: a release there orders only its own wave's stores; right anywhere), or,
-    # False (NVIDIA), one thread does after a barrier, which the PTX model makes cumulative.
-    each_thread_releases: bool = True
+    # In-kernel combine (_arrive): every wave fences its own partial stores before the
+    # program's one arrival and its own reads after the merging program's take-back (gfx942,
+    # gfx950: a release there orders only its own wave's stores), or, False, the arrival
+    # after a barrier alone (NVIDIA, whose PTX model makes it cumulative; the interpreter).
+    each_wave_fences: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -3198,7 +3291,7 @@ def _leading_launches(lead: KernelForm, batch: int, max_kv_len: int, num_sms: in
     # launch, which can decide where it has little to do.
     in_kernel = [dataclasses.replace(launch, combine_in_kernel=True)
                  for launch in launches[:1] + launches[len(tiles):][:1]
-                 if launch.num_splits > 1 and "in_kernel" in lead.combine_modes]
+                 if launch.num_splits > 1 and "in_kernel" in lead.combine_modes and in_kernel_combine_here(arch)]
     return launches + in_kernel
 
 
@@ -3208,7 +3301,7 @@ def _launch(splits: int, tile: Tile, form: KernelForm, arch: str) -> TritonLaunc
     return TritonLaunch(splits, tile.block_n, num_warps, tile.num_stages, form=form.name,
                         waves_per_eu=tile.waves_per_eu if arch.startswith("gfx") else 0,
                         hw_convert=form.gfx950_convert and arch == "gfx950", gluon_arch=kernel_arch,
-                        each_thread_releases=not arch.startswith("sm_"))
+                        each_wave_fences=arch in WAVE_FENCE_ARCHS)
 
 
 def form_of_launch(kv_format: str, launch) -> KernelForm:
@@ -3252,8 +3345,6 @@ def _check_rows(kv, form: KernelForm) -> None:
     if alignment > 1 and (kv.data_ptr() % alignment or kv.stride(0) % alignment or kv.stride(-1) != 1):
         raise ValueError(f"the {form.kv_format} form {form.name} needs {alignment}-byte aligned rows, contiguous "
                          f"(address {kv.data_ptr():#x}, row stride {kv.stride(0)})")
-    if form.needs_a_row and kv.shape[0] == 0:
-        raise ValueError(f"the {form.kv_format} form {form.name} needs a KV buffer of at least one row")
 
 
 def _mxfp4_operands(kv_fp4, kv_scales, launch):
@@ -3264,13 +3355,6 @@ def _mxfp4_operands(kv_fp4, kv_scales, launch):
         raise ValueError("the MXFP4 kernel needs block_n >= 32")
     kv_fp4 = kv_fp4 if kv_fp4.dtype == torch.uint8 else kv_fp4.view(torch.uint8)
     _check_rows(kv_fp4, form)
-    if form.whole_tiles:
-        if kv_fp4.shape[0] < launch.block_n:
-            raise ValueError(f"the mxfp4 form {form.name} needs a KV buffer of at least {launch.block_n} rows "
-                             f"(one tile), not {kv_fp4.shape[0]}")
-        if kv_scales.shape[0] < kv_fp4.shape[0]:
-            raise ValueError(f"the mxfp4 form {form.name} needs a scale row for every KV row "
-                             f"({kv_scales.shape[0]} scale rows, {kv_fp4.shape[0]} KV rows)")
     return kv_fp4, kv_scales if kv_scales.dtype == torch.uint8 else kv_scales.view(torch.uint8)
 
 
@@ -3299,13 +3383,13 @@ def _wave_groups(form: KernelForm, launch) -> int:
     return groups
 
 
-def _combine_arrivals(launch) -> int:
-    """The decode kernel's ARRIVALS: what one program adds to its sequence's counter with
-    the in-kernel combine, one a thread (64 a warp: one a lane of AMD's 64-lane waves, two
-    on NVIDIA's 32) where each thread releases its own stores, else 1; 0 without it."""
-    if not launch.combine_in_kernel:
-        return 0
-    return launch.num_warps * 64 if launch.each_thread_releases else 1
+def _wave_fence_threads(launch) -> int:
+    """The decode kernel's WAVE_FENCE_THREADS: the program's threads (64 a wave) where its
+    waves fence their own stores and reads around the in-kernel combine's arrival
+    (each_wave_fences), else 0; 0 under the interpreter too, which runs no assembly and runs
+    a program's threads as one (nothing for a wave's fence to order)."""
+    fences = launch.combine_in_kernel and launch.each_wave_fences and not _INTERPRETED
+    return launch.num_warps * 64 if fences else 0
 
 
 def _combine_columns(splits: int) -> int:
@@ -3337,6 +3421,10 @@ def decode_arguments(kv_format: str, launch, q, kv, kv_scale, sm_scale: float, s
     if launch.hw_convert and q.device.type == "cuda" and _device_sms_and_arch(q.device)[1] != "gfx950":
         # The convert instruction exists on gfx950 alone; elsewhere the compiler aborts.
         raise ValueError("hw_convert launches run on gfx950 only (or under the interpreter)")
+    if _wave_fence_threads(launch) and q.device.type != "meta" and (
+            q.device.type != "cuda" or _device_sms_and_arch(q.device)[1] not in WAVE_FENCE_ARCHS):
+        # Its fences are gfx942 / gfx950 instructions (_arrive); "meta": compiled for a named target.
+        raise ValueError(f"an in-kernel combine with per-wave fences runs on {' or '.join(WAVE_FENCE_ARCHS)} only")
     scale_strides = kv_scale.stride() if kv_format == "mxfp4" else (0, 0)
     largest_offset = max(kv.stride(0) * launch.block_n,
                          scale_strides[0] * launch.block_n + scale_strides[1] * MXFP4_BLOCKS_PER_ROW)
@@ -3395,9 +3483,21 @@ def decode_calls(kv_format: str, launch, arguments: tuple, q, kv, kv_scale, qo_i
     return calls
 
 
+def zeros_over_an_empty_buffer(kv_format: str, launch, kv, out) -> bool:
+    """Whether the call is over an empty KV buffer with a form not launched over one
+    (KernelForm.no_launch_over_empty_buffer): then every sequence is empty, and `out` is
+    zeroed (what every form writes for an empty sequence) instead of a launch."""
+    if kv.shape[0] or not kernel_form(kv_format, launch.form).no_launch_over_empty_buffer:
+        return False
+    out.zero_()
+    return True
+
+
 def triton_decode(kv_format: str, q, kv, kv_scale, qo_indptr, kv_indptr, sm_scale: float, out, scratch,
                   launch) -> None:
     """One decode call on operands as triton_kv_operands gives them, its arguments built anew."""
+    if zeros_over_an_empty_buffer(kv_format, launch, kv, out):
+        return
     arguments = decode_arguments(kv_format, launch, q, kv, kv_scale, sm_scale, scratch)
     for call in decode_calls(kv_format, launch, arguments, q, kv, kv_scale, qo_indptr, kv_indptr, out):
         call.launch()
@@ -3718,6 +3818,8 @@ class TritonRunner:
             _check_tensor("out", out, (torch.bfloat16,), (q.shape[0], NUM_HEADS, V_HEAD_DIM))
             _require(out.is_contiguous(), ValueError, "out: must be contiguous (the kernels write it so)")
         kv, kv_scale = triton_kv_operands(kv_data, self.kv_format, self.launch)
+        if zeros_over_an_empty_buffer(self.kv_format, self.launch, kv, out):
+            return out
         if self.arguments is None:
             self.arguments = decode_arguments(self.kv_format, self.launch, q, kv, kv_scale, self.sm_scale,
                                               self.scratch)
@@ -4197,6 +4299,10 @@ FORM_ERROR_BOUNDS = {
     ("mxfp4", "bf16"): ErrorBound(sequence_rms=0.011, element=0.093),
     ("fp8", "e4m3_waves"): ErrorBound(sequence_rms=0.11, element=0.86),
     ("mxfp4", "waves"): ErrorBound(sequence_rms=0.089, element=0.75),
+    # the gfx950 Gluon forms, from torch models of their gfx950 rounding at the benchmark sizes
+    # (tools/gfx950_numerics.py, which the gfx950 emulator holds to the code itself)
+    ("fp8", "gluon"): ErrorBound(sequence_rms=0.11, element=0.86),
+    ("mxfp4", "gluon"): ErrorBound(sequence_rms=0.087, element=0.93),
     ("fp8", "a8w8"): ErrorBound(sequence_rms=0.089, element=0.66),
     # The Hopper forms, from their numerics modelled in torch on the GPU's inputs (CPU):
     # two e4m3 terms 0.20% / 4.3%, one term 3.4% / 30% (the e4m3_waves and a8w8 size), MXFP4 0.22% / 2.1%.
@@ -4204,16 +4310,16 @@ FORM_ERROR_BOUNDS = {
     ("fp8", "hopper_one_term"): ErrorBound(sequence_rms=0.11, element=0.92),
     ("mxfp4", "hopper"): ErrorBound(sequence_rms=0.0066, element=0.064),
 }
-# Per KV format: the bound of a form without a measured bound of its own (aiter's a16w8;
-# a new form until bench/verify_errors.py has measured it): 3x the largest error (sequence
-# RMS, element) that any computation over the format showed in those runs
-# (results/2026-11-30-h200-session2/verify).
+# Per KV format: the bound of a form without a measured bound of its own (aiter's a16w8,
+# which runs only on an MI355X with aiter; a new form until bench/verify_errors.py has
+# measured it): 3x the largest error (sequence RMS, element) that any computation over the
+# format showed in those runs (results/2026-11-30-h200-session2/verify).
 ERROR_BOUNDS = {
     # exact attention rounded once to bf16 (the torch route): 0.17%, 1.8%
     "bf16": ErrorBound(sequence_rms=0.006, element=0.06),
     # e4m3 Q and P, as the e4m3_waves form multiplies, and the a8w8 reference: 3.6%, 29%
     "fp8": ErrorBound(sequence_rms=0.11, element=0.9),
-    # e4m3 Q against e2m1 K, as the waves and gluon forms multiply: 3.0%, 25%
+    # e4m3 Q against e2m1 K, as the waves form multiplies: 3.0%, 25%
     "mxfp4": ErrorBound(sequence_rms=0.09, element=0.75),
 }
 

@@ -2,6 +2,7 @@
 from the AMDGCN of each in-kernel-combine specialization the autopick can offer there.
 
     python3 -m bench.combine_release [--submission FILE] [--forms FORMAT:FORM,...] [--json] [--asm-dir DIR]
+    python3 -m bench.combine_release --arrivals [--submission FILE] [--json]
 
 compiles (tools/compile_target.py's specializations, Triton's own JIT binding, into an
 empty Triton cache) every distinct specialization of the candidates with the in-kernel
@@ -11,6 +12,10 @@ it found and every finding. --submission reads another copy of submission.py (on
 kernels take KV_FORMAT and FORM); --forms keeps the specializations of those forms, spelled
 as MLA_ROUTE spells them (e.g. fp8:gluon); --json prints the report as JSON instead;
 --asm-dir writes each specialization's AMDGCN to DIR/<kernel>-<format>-<form>-w<warps>.amdgcn.
+--arrivals instead runs each form's in-kernel-combine specialization in the gfx950 emulator
+and prints the counter atomics a program issues (and the lanes of each that reach memory)
+and how many a sequence's counter takes a call at each offered in-kernel launch
+(counter_arrivals).
 
 Why (AMDGPUUsage.rst, "Memory Model GFX942", which covers gfx950): a wave's vector memory
 operations complete in order for that wave only, and "s_waitcnt vmcnt(0)" waits for the
@@ -37,22 +42,25 @@ retires a store once N vector operations have issued after it.
                    the wave's own when it runs it (exec non-empty) after its stores
 Findings, per wave path:
   outstanding-at-barrier  the wave passes an s_barrier from which a release can be reached
-                          with a partial store not retired, and no release of its own
-                          follows on that path (another wave's release may then count
-                          the program before the store lands)
+                          with a partial store not retired, retires it before no later
+                          such barrier, and no release of its own follows on that path
+                          (another wave's release may then count the program before the
+                          store lands)
   outstanding-at-release  its own release runs with a partial store not retired
   never-released          it ends (s_endpgm) with a partial store neither retired before
                           such a barrier nor covered by a release of its own
   read-before-acquire     it runs a vector load reachable from an arrival (the merge's
-                          reads) before its own acquire: a counter atomic after a barrier
-                          that follows every arrival, retired by s_waitcnt, then
-                          buffer_inv sc1
+                          reads) before its own acquire: a buffer_inv sc1 after it passed
+                          a barrier that follows every arrival (it knows the count), or
+                          after a counter atomic it ran there, retired by s_waitcnt
 The findings over-approximate what a wave can do (both ways at every branch): none means
-every path is safe; a finding names the path's instruction. Whether a wave's own release
-is one the merge waits for is not visible in the code (a buffer atomic's lanes may be
-masked by their offsets): the kernels count one arrival a thread on gfx950, which
-tests/test_combine_release.py checks on each specialization's ARRIVALS, and the
-interpreter and GPU tests show the merge waiting for the whole count.
+every path is safe; a finding names the path's instruction. The kernels' protocol on
+gfx950 (submission._arrive): every wave's own release fence retires its partial stores
+before the barrier that thread 0's arrival follows, and every wave of the merging program
+acquires for itself; how many atomics a program issues, and with how many lanes, the gfx950
+emulator counts as it runs the code (tools/gfx950_cases.py). tests/test_combine_release.py
+checks each specialization's WAVE_FENCE_THREADS; the interpreter and GPU tests show the
+merge waiting for the whole count.
 """
 from __future__ import annotations
 
@@ -325,15 +333,15 @@ def _step(kernel: Kernel, index: int, state: WaveState, findings: dict) -> WaveS
         raise ValueError(f"{mnemonic}: a gfx10+ split counter; this model is gfx9's (stores count in vmcnt)")
     elif mnemonic == "buffer_wbl2" and runs:
         state = dataclasses.replace(state, wrote_back=True)
-    elif mnemonic == "buffer_inv" and runs and "sc1" in ops and state.acquire_retired:
+    elif mnemonic == "buffer_inv" and runs and "sc1" in ops and (state.acquire_retired or state.after_arrivals):
         state = dataclasses.replace(state, acquired=True)
     elif mnemonic == "s_barrier":
         if index in kernel.barriers_before_release:
             if state.pending is not None:
                 if state.exposed_at is None:
                     state = dataclasses.replace(state, exposed_at=index)
-            elif state.uncovered:
-                state = dataclasses.replace(state, uncovered=False)  # complete before another wave's release
+            else:  # complete before this barrier, which another wave's release follows
+                state = dataclasses.replace(state, uncovered=False, exposed_at=None)
         if index in kernel.barriers_after_arrivals:
             state = dataclasses.replace(state, after_arrivals=True)
     elif mnemonic == "s_endpgm":
@@ -415,6 +423,37 @@ def specialization_name(spec) -> str:
     return f"{spec.kernel.fn.__name__}[{form_of(spec)}, warps {spec.options.num_warps}]"
 
 
+def counter_arrivals(sub, compile_target) -> dict:
+    """How many atomics a sequence's counter takes in one call with the in-kernel combine on
+    gfx950: each form's in-kernel-combine specialization forced and run in the gfx950 emulator
+    on its quick case (tools/gfx950_cases.py: the atomics each program issued, with the lanes
+    of each that reached memory), then, for every in-kernel launch the autopick offers for the
+    8 benchmark shapes on 256 CUs, every program but the merging one as a plain program, and
+    the merging one as itself: (splits - 1) x a program's lanes + the merging program's."""
+    from tools import gfx950_cases
+    per_form = {}
+    for target in gfx950_cases.forced_combine_targets():
+        result = gfx950_cases.run_target(target, gfx950_cases.quick_case(target))
+        kinds = sorted(result.atomics.get("kinds", []), key=lambda kind: kind["instructions"])
+        form = f"{target.offered.kv_format}:{target.offered.launch.form}"
+        per_form[form] = {"passed": result.passed, "program": kinds[0] if kinds else None,
+                          "merging": kinds[-1] if kinds else None}
+    rows = []
+    for offered in compile_target.offered_launches(ARCH, with_aiter=False):
+        launch = offered.launch
+        if not launch.combine_in_kernel:
+            continue
+        form = per_form[f"{offered.kv_format}:{launch.form}"]
+        program, merging = form["program"], form["merging"]
+        rows.append({"shape": [offered.batch, offered.kv_len], "form": f"{offered.kv_format}:{launch.form}",
+                     "splits": launch.num_splits,
+                     "program": {"atomics": program["instructions"], "lanes": program["performed"]},
+                     "merging": {"atomics": merging["instructions"], "lanes": merging["performed"]},
+                     "counter_atomics_a_call": (launch.num_splits - 1) * sum(program["performed"])
+                     + sum(merging["performed"])})
+    return {"forms": per_form, "launches": rows}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description="Check on gfx950's AMDGCN that every wave's partial stores "
                                                  "are released before the in-kernel combine counts them.")
@@ -422,6 +461,9 @@ def main() -> None:
     parser.add_argument("--forms", help="comma-separated forms to keep, <format>:<form> (default: all)")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
     parser.add_argument("--asm-dir", type=Path, help="write each specialization's AMDGCN here")
+    parser.add_argument("--arrivals", action="store_true",
+                        help="instead: the counter atomics a program issues (run in the gfx950 emulator) and a "
+                             "sequence's counter takes a call at the offered in-kernel launches' split counts")
     args = parser.parse_args()
     if os.environ.get("TRITON_INTERPRET") == "1":
         raise SystemExit("combine_release compiles kernels: run it with TRITON_INTERPRET unset")
@@ -430,6 +472,21 @@ def main() -> None:
 
     from tools import compile_target
     from triton import knobs
+    if args.arrivals:
+        report = counter_arrivals(sub, compile_target)
+        if args.json:
+            print(json.dumps(report, indent=1))
+            return
+        for form, entry in report["forms"].items():
+            program, merging = entry["program"], entry["merging"]
+            print(f"{form}: a program issues {program['instructions']} counter atomic(s), lanes reaching memory "
+                  f"{program['performed']}; the merging program {merging['instructions']}, lanes "
+                  f"{merging['performed']} (emulated run {'passed' if entry['passed'] else 'FAILED'})")
+        print(f"{'shape':<10} {'form':<12} {'splits':>6} {'atomics a sequence a call':>26}")
+        for row in report["launches"]:
+            shape = f"{row['shape'][0]}x{row['shape'][1]}"
+            print(f"{shape:<10} {row['form']:<12} {row['splits']:>6} {row['counter_atomics_a_call']:>26}")
+        return
     specs = compile_target.distinct_specializations(combine_launches(sub, compile_target),
                                                     compile_target.TARGETS[ARCH])
     if args.forms:

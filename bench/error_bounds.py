@@ -17,7 +17,9 @@ of today's "e4m3_waves" and "waves" (e4m3 Q per head; P x 256 in e4m3 for fp8, P
 MXFP4; the forms differ only in how the waves split a tile), and their unnamed Triton rows
 are the f16 and bf16 forms. The "coming_*" rows emulate the e4m3_waves / waves math in
 torch and count for those forms; the "model_*" rows model the Hopper forms' numerics and
-count for theirs (their "form" field).
+count for theirs (their "form" field); the "gluon_*_gfx950_model" rows are the gfx950 Gluon
+forms' models (tools/gfx950_numerics.py, held to the emulated gfx950 code) and count for
+"gluon".
 
 Device check: for forms whose measurements are a model's (the Hopper forms' numerics in torch,
 measured on a CPU), what the H200 measured of them (DEVICE_CHECKS) must lie inside the bound,
@@ -45,7 +47,9 @@ MEASUREMENTS = ("results/2026-11-30-h200-session2/verify/verify_errors.json",
                 "results/2026-11-30-cpu-verify-errors/verify_errors.json",
                 "results/2026-12-01-cpu-verify-errors/verify_errors.json",
                 # the Hopper forms' numerics modelled in torch on a CPU (bench/verify_errors.py's model_* routes)
-                "results/2026-12-03-cpu-hopper-error-bounds/verify_errors.json")
+                "results/2026-12-03-cpu-hopper-error-bounds/verify_errors.json",
+                # the gfx950 Gluon forms' torch models (tools/gfx950_numerics.py), benchmark sizes
+                "results/2026-12-03-cpu-gluon-error-bounds/verify_errors.json")
 LEGACY_FORMS = {"torch[": "torch", "reference_a8w8": "a8w8", "coming_fp8": "e4m3_waves", "coming_mxfp4": "waves",
                 "form=e4m3,": "e4m3_waves", "form=scaled,": "waves", "form=f16,": "f16", "form=bf16,": "bf16",
                 "triton_fp8[splits=": "f16", "triton_mxfp4[splits=": "bf16"}

@@ -23,6 +23,10 @@
 #       # run of every offered launch, compute-sanitizer memcheck where found (carry NVIDIA's
 #       # nvidia-cuda-sanitizer-api wheel in dev_scratch/sanitizer/ where the machine has none);
 #       # JSON and a summary line a form under $OUT/hopper_safety
+#   OUT=dir bash bench/h200_session.sh gluon-robustness  # each Gluon form forced in turn (its
+#       # twin here): the GPU robustness cases, each one it does not pass run again with its
+#       # route unforced, the odd-input cases under compute-sanitizer memcheck where found
+#       # (tools/external_programs.py); $OUT/gluon_forms.json and gluon_forms.txt, a line a form (~2 min)
 #   OUT=dir bash bench/h200_session.sh suite     # tools/setup.sh, then the README's test
 #       # command's files in two groups: the timing-sensitive ones (the clocks, the autopick's
 #       # timed choices) alone, the rest over SUITE_WORKERS (default 15) pytest-xdist workers
@@ -165,6 +169,13 @@ hopper)
     cat "$out/hopper_safety/summary.txt" 2>/dev/null || tail -n 20 "$out/hopper_safety.log"
     step "done"
     ;;
+gluon-robustness)
+    step "bench/robustness_gpu.py --gluon-forms"
+    timeout 230 python3 -m bench.robustness_gpu --out "$out" --gluon-forms \
+        > "$out/gluon_forms.log" 2>&1 || status=1
+    cat "$out/gluon_forms.txt" 2>/dev/null || tail -n 30 "$out/gluon_forms.log"
+    step "done"
+    ;;
 suite)
     step "tools/setup.sh"
     bash tools/setup.sh > "$out/setup.log" 2>&1 || { tail -n 20 "$out/setup.log"; exit 1; }
@@ -203,7 +214,7 @@ verify)
     step "done"
     ;;
 *)
-    echo "usage: OUT=dir $0 harness|compare|routes|forms|gluon|gluon-mxfp4|hopper|suite|verify" >&2
+    echo "usage: OUT=dir $0 harness|compare|routes|forms|gluon|gluon-mxfp4|hopper|gluon-robustness|suite|verify" >&2
     exit 2
     ;;
 esac

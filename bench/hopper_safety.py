@@ -5,7 +5,7 @@
 Three parts, each in its own process under its share of --limit-s (a part stopped at its
 limit is reported as such):
   1. robustness: bench/robustness_gpu.py with each Hopper form forced in turn
-     (MLA_ROUTE=triton_fp8:hopper_two_term, ...; --no-auto), its GPU sizes:
+     (MLA_ROUTE=triton_fp8:hopper_two_term, ...; --forced-only), its GPU sizes:
      DIR/robustness/robustness_gpu.json, DIR/robustness.log;
   2. GPU tests: tests/test_hopper_forms.py (every Hopper launch on odd inputs within its
      bound of exact attention, a NaN row kept in its sequence) and the memory-safety run,
@@ -192,7 +192,7 @@ def main(argv=None) -> int:
 
     share = args.limit_s * SHARES["robustness"]
     robustness = [python, "-m", "bench.robustness_gpu", "--out", str(out / "robustness"), "--routes",
-                  ",".join(FORMS), "--no-auto"] + ([] if gpu else ["--smoke"])
+                  ",".join(FORMS), "--forced-only"] + ([] if gpu else ["--smoke"])
     result["robustness"] = run_part(robustness, out / "robustness.log", share, env)
     result["robustness"]["counts"] = robustness_counts(out / "robustness" / "robustness_gpu.json")
 
@@ -209,7 +209,7 @@ def main(argv=None) -> int:
         result["memcheck"] = {"not_run": why, "run": None}
         if sanitizer:
             command = [*sanitizer, "--tool", "memcheck", "--print-limit", "20", python, "-m", "bench.robustness_gpu",
-                       "--out", str(out / "memcheck"), "--routes", ",".join(FORMS), "--no-auto", "--smoke",
+                       "--out", str(out / "memcheck"), "--routes", ",".join(FORMS), "--forced-only", "--smoke",
                        "--cases", MEMCHECK_CASES]
             check = run_part(command, out / "memcheck.log", args.limit_s * SHARES["memcheck"], env)
             check["errors"] = memcheck_errors(out / "memcheck.log")

@@ -7,7 +7,9 @@ coming for gfx950, on the leaderboard's inputs and the robustness inputs.
   python3 -m bench.verify_errors --out DIR --smoke    (CPU: small inputs; the Triton routes
                                                       under the interpreter, slow: --routes)
   python3 -m bench.verify_errors --out DIR --routes model_fp8_hopper_two_term,...
-                                                      (CPU: the GPU's inputs, the torch models alone)
+                                                      (CPU: the GPU's inputs, the Hopper torch models)
+  python3 -m bench.verify_errors --out DIR --routes gluon_fp8,gluon_mxfp4
+                                                      (CPU: the GPU's inputs, the gfx950 Gluon models)
 
 Candidates, each judged against exact fp32 attention over the KV format it reads (the
 torch route's math, submission.TorchRunner(shape, fmt).exact):
@@ -23,6 +25,12 @@ torch route's math, submission.TorchRunner(shape, fmt).exact):
                           the Hopper forms' numerics (submission.py section 2.4), tile by
                           tile at their leading launch on the H200 (hopper_form_model); any
                           device, so a CPU measures them on the GPU's inputs
+  gluon_fp8, gluon_mxfp4  the gfx950 Gluon forms' rounding, step by step
+                          (tools/gfx950_numerics.py, held to the emulated gfx950 code by
+                          tools/gfx950_cases.py), once for each split count the autopick
+                          offers the form on an MI355X (256 CUs) for the input's shape:
+                          form "gluon" of fp8 / mxfp4. Torch on the CPU at any size (no
+                          interpreter: under it no Gluon form is offered)
 Metrics (submission.output_errors): the worst sequence's relative RMS error, the largest
 element error over the output's RMS, and elements whose NaN/Inf differ. Also the check
 rule's mismatch against reference.ref_kernel.
@@ -48,9 +56,10 @@ from pathlib import Path
 import torch
 
 import reference
+from tools import gfx950_numerics
 from tools.leaderboard import BENCHMARK_SHAPES, SEEDS
 from tools.robustness import MAGNITUDES, Sizes, ragged_input
-from utils import get_device
+from utils import get_device, match_reference
 
 MARGIN = 3.0
 EXTREME_MAGNITUDES = ("peaked", "both_huge")
@@ -263,12 +272,29 @@ def candidates(data, routes: set, device):
     for label, (fmt, form) in HOPPER_MODELS.items():
         if label in routes and fmt in shape.formats and shape.q_seq_len == 1:
             yield label, fmt, form, lambda fmt=fmt, form=form: hopper_form_model(data, fmt, form)
+    for fmt in ("fp8", "mxfp4"):
+        if f"gluon_{fmt}" in routes and fmt in shape.formats and shape.q_seq_len == 1:
+            for splits in gfx950_numerics.gfx950_split_counts(sub, fmt, shape.batch, shape.max_kv_len, GFX950_CUS):
+                yield (f"gluon_{fmt}_gfx950_model[splits={splits}]", fmt, "gluon",
+                       lambda fmt=fmt, splits=splits: gluon_model(data, fmt, splits))
 
 
-ALL_ROUTES = ("torch", "triton_fp8", "triton_mxfp4", "reference_a8w8", "coming_fp8", "coming_mxfp4",
-              *HOPPER_MODELS)
-# The routes that run the GPU's inputs on a CPU too (torch code, no kernel).
-CPU_ROUTES = {"torch", "reference_a8w8", "coming_fp8", "coming_mxfp4", *HOPPER_MODELS}
+def gluon_model(data, kv_format: str, splits: int) -> torch.Tensor:
+    """The gfx950 Gluon form's output on data (tools/gfx950_numerics.py)."""
+    q, kv_data, _, kv_indptr, config = data
+    buffer, scale = kv_data[kv_format]
+    if kv_format == "mxfp4":
+        buffer, scale = buffer.view(torch.uint8), scale.view(torch.uint8)
+    return gfx950_numerics.gluon_form_output(kv_format, q.cpu(), (buffer.cpu(), scale.cpu()), kv_indptr.cpu(),
+                                             config["sm_scale"], splits).to(q.device)
+
+
+ALL_ROUTES = ("torch", "triton_fp8", "triton_mxfp4", "reference_a8w8", "coming_fp8", "coming_mxfp4", "gluon_fp8",
+              "gluon_mxfp4", *HOPPER_MODELS)
+# The routes that run in torch alone (no kernel): on the CPU too, at the GPU's sizes.
+MODEL_ROUTES = {"torch", "reference_a8w8", "coming_fp8", "coming_mxfp4", "gluon_fp8", "gluon_mxfp4",
+                *HOPPER_MODELS}
+GFX950_CUS = 256  # an MI355X's compute units: the split counts the Gluon models run with
 
 
 def _submission():
@@ -284,12 +310,17 @@ def measure(smoke: bool, routes: set, device) -> list[dict]:
     rows = []
     for input_name, category, data in inputs(smoke):
         shape = sub.CallShape(data)
-        exact = {fmt: sub.TorchRunner(shape, fmt).exact(*data[:4]) for fmt in shape.formats}
+        exact, rule_expected = {}, []
         for label, fmt, form, run in candidates(data, routes, device):
+            if fmt not in exact:
+                exact[fmt] = sub.TorchRunner(shape, fmt).exact(*data[:4])
             began = time.perf_counter()
             output = run()
             errors = sub.output_errors(output, exact[fmt], data[2])
-            good, _ = reference.check_implementation(data, output)
+            if not rule_expected:  # the reference's output, computed once an input
+                rule_expected.append(reference.ref_kernel(data))
+            good, _ = match_reference(data, output, lambda _: rule_expected[0], rtol=reference.CHECK_RTOL,
+                                      atol=reference.CHECK_ATOL)
             rows.append({"input": input_name, "category": category, "candidate": label, "kv_format": fmt,
                          "form": form,
                          "sequence_rms": errors["sequence_rms"], "element": errors["element"],
@@ -339,9 +370,12 @@ def main(argv=None) -> int:
     routes = set(args.routes.split(","))
     if routes - set(ALL_ROUTES):
         parser.error(f"unknown routes {sorted(routes - set(ALL_ROUTES))}")
-    if device.type != "cuda" and not args.smoke and routes - CPU_ROUTES:
-        parser.error(f"no CUDA device: run with --smoke on the CPU, or choose among {sorted(CPU_ROUTES)}")
+    if device.type != "cuda" and not args.smoke and not routes <= MODEL_ROUTES:
+        parser.error(f"no CUDA device: run with --smoke on the CPU, or with --routes among {sorted(MODEL_ROUTES)}")
     if device.type != "cuda" and routes & {"triton_fp8", "triton_mxfp4"}:
+        if routes & {"gluon_fp8", "gluon_mxfp4"}:
+            parser.error("on the CPU the Triton routes run under TRITON_INTERPRET=1, under which no Gluon form is "
+                         "offered: run gluon_fp8 / gluon_mxfp4 apart")
         os.environ.setdefault("TRITON_INTERPRET", "1")  # before submission imports triton
     rows = measure(args.smoke, routes, device)
     result = {"device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",

@@ -2,15 +2,15 @@
 only): every wave's partial stores are retired before a release that counts them, and
 every wave that reads the partials does so after its own acquire
 (bench/combine_release.py defines the rules and why). On a GPU, every form runs the
-in-kernel combine with an arrival a thread (gfx950's count) and with one a program
-(NVIDIA's), against the separate combine kernel.
+in-kernel combine with its device's arrival protocol (submission._arrive), against the
+separate combine kernel.
 
 One subprocess (Triton decides interpret-or-compile when a kernel is decorated, so
 TRITON_INTERPRET is unset there) compiles every in-kernel-combine specialization offered
 on gfx950 into an empty Triton cache and checks its AMDGCN; two more check deliberately
-wrong copies of submission.py (tools/mutants.py): the count taken by one thread
-after a barrier (NVIDIA's count, on gfx950), and the merging program's acquire dropped.
-The checker's own rules are tested first on small hand-written listings.
+wrong copies of submission.py (tools/mutants.py): the per-wave fences dropped (NVIDIA's
+protocol, on gfx950), and the merging program's per-wave acquire dropped. The checker's
+own rules are tested first on small hand-written listings.
 """
 import json
 import os
@@ -85,6 +85,35 @@ EACH_WAVE_RELEASES = """kernel:
 """
 
 
+# gfx950's protocol (submission._arrive): every wave fences its own stores (the agent-scope
+# release as LLVM emits it, written as inline assembly: its 2nd line unindented as the
+# printer leaves it) before the barrier; thread 0 alone arrives; after the count is shared,
+# every wave acquires for itself. An earlier barrier passed with a store in flight is no
+# finding when the store is retired before the barrier the arrival follows.
+WAVE_FENCES = """kernel:
+\tglobal_store_dwordx4 v1, v[2:5], s[4:5]
+\ts_barrier
+{fence}\ts_barrier
+\tv_cmp_eq_u32_e32 vcc, 0, v0
+\ts_and_saveexec_b64 s[2:3], vcc
+\ts_cbranch_execz .LBB0_2
+\tbuffer_wbl2 sc1
+\ts_waitcnt vmcnt(0)
+\tglobal_atomic_add v1, v1, v2, s[4:5] sc0
+\ts_waitcnt vmcnt(0)
+\tbuffer_inv sc1
+.LBB0_2:
+\ts_or_b64 exec, exec, s[2:3]
+\tds_write_b32 v1, v1
+\ts_barrier
+\tds_read_b32 v1, v1
+{acquire}\tglobal_load_dword v3, v1, s[4:5]
+\ts_endpgm
+"""
+RELEASE_FENCE = "\t;;#ASMSTART\n\tbuffer_wbl2 sc1\ns_waitcnt vmcnt(0) lgkmcnt(0)\n\t;;#ASMEND\n"
+ACQUIRE_FENCE = "\t;;#ASMSTART\n\tbuffer_inv sc1\n\t;;#ASMEND\n"
+
+
 def kinds(asm: str) -> dict:
     return {kind: len(places) for kind, places in combine_release.check(asm)["findings"].items()}
 
@@ -114,19 +143,31 @@ def test_a_branch_a_wave_may_skip_releases_nothing():
         "never-released": 1, "read-before-acquire": 1}
 
 
-def test_each_thread_arrives_on_amd_one_thread_on_nvidia():
-    # what the counter counts: every thread on gfx950 (and where the GPU is not known), one
-    # a program on NVIDIA; nothing without the in-kernel combine
-    for arch, each in (("gfx950", True), ("", True), ("sm_90", False)):
+def test_per_wave_fences_and_one_arrival_pass():
+    assert kinds(WAVE_FENCES.format(fence=RELEASE_FENCE, acquire=ACQUIRE_FENCE)) == {}
+
+
+def test_one_arrival_without_the_wave_fences_is_found():
+    assert kinds(WAVE_FENCES.format(fence="", acquire=ACQUIRE_FENCE)) == {"outstanding-at-barrier": 1}
+    assert kinds(WAVE_FENCES.format(fence=RELEASE_FENCE, acquire="")) == {"read-before-acquire": 1}
+
+
+def test_each_wave_fences_on_gfx950_none_on_nvidia():
+    # gfx942 / gfx950: every wave fences around one arrival a program; NVIDIA and the
+    # interpreter (no architecture): the arrival after a barrier alone; another AMD GPU:
+    # no in-kernel combine (the fences are written for the GFX942 memory model)
+    for arch, fences in (("gfx950", True), ("gfx942", True), ("", False), ("sm_90", False), ("gfx90a", None)):
         for kv_format in ("fp8", "mxfp4"):
             launches = [launch for launch in submission.triton_launch_candidates(kv_format, 4, 8192, 256, arch)
                         if launch.combine_in_kernel]
-            assert launches, (arch, kv_format)
+            assert bool(launches) == (fences is not None), (arch, kv_format)
             for launch in launches:
-                assert launch.each_thread_releases == each
-                assert submission._combine_arrivals(launch) == (launch.num_warps * 64 if each else 1)
+                assert launch.each_wave_fences == fences
+                # (under the interpreter no fence: it runs no assembly)
+                expected = launch.num_warps * 64 if fences and not submission._INTERPRETED else 0
+                assert submission._wave_fence_threads(launch) == expected
                 plain = submission.dataclasses.replace(launch, combine_in_kernel=False)
-                assert submission._combine_arrivals(plain) == 0
+                assert submission._wave_fence_threads(plain) == 0
 
 
 # --- the compiled kernels -----------------------------------------------------------------
@@ -165,9 +206,8 @@ def _assert_released_and_acquired(entries: list) -> None:
         assert "compile_error" not in entry, entry
         assert entry["partial_stores"] and entry["releases"] and entry["merge_reads"], entry
         assert entry["findings"] == {}, (entry["name"], entry["findings"])
-        # one arrival a thread: no lane of a release is masked off, so each wave's own
-        # release is one the merge waits for (the checker takes it so)
-        assert entry["constexprs"]["ARRIVALS"] == 64 * entry["num_warps"], entry
+        # every wave of the program fences (the checker sees one arrival, thread 0's)
+        assert entry["constexprs"]["WAVE_FENCE_THREADS"] == 64 * entry["num_warps"], entry
 
 
 def test_every_triton_combine_specialization_releases_each_wave(compiled):
@@ -186,22 +226,33 @@ def test_every_gluon_combine_specialization_releases_each_wave(compiled):
     _assert_released_and_acquired(entries)
 
 
-@pinned_triton_codegen("the one-thread-count mutant caught in the Triton form's gfx950 code (under 3.8 and 3.9 "
-                       "the check finds no unacquired read in it: not settled whether that code is ordered)")
-def test_the_count_by_one_thread_is_caught(tmp_path):
-    report = _check_compiled(tmp_path, write_mutant("combine_counted_by_one_thread", tmp_path / "one_thread"),
+@pinned_triton_codegen("the fence-less mutant caught in the forms' gfx950 code (other Triton lines compile the "
+                       "combine differently: results/2026-12-02-cpu-triton-versions)")
+def test_the_arrival_without_the_wave_fences_is_caught(tmp_path):
+    """NVIDIA's protocol on gfx950 (tools/mutants.py): thread 0 arrives after the barrier
+    with the other waves' partial stores possibly in flight, and only its wave acquires."""
+    report = _check_compiled(tmp_path, write_mutant("combine_released_by_one_thread_a_program", tmp_path / "no_fences"),
                              "fp8:gluon,fp8:e4m3_waves")
     by_language = {e["language"]: e for e in report["specializations"]}
-    triton_entry = by_language["triton"]
-    # the Triton form's buffer atomic runs in every wave, its lanes masked by offset: the
-    # arrivals tell it apart; its merge then runs in lane 0 of wave 0 alone, unacquired
-    assert triton_entry["constexprs"]["ARRIVALS"] == 1 and "read-before-acquire" in triton_entry["findings"]
-    # the Gluon form's atomic is one thread's, in a branch the other waves skip
-    gluon_entry = by_language.get("gluon")
     if report["triton"] == PINNED_TRITON:
-        assert gluon_entry and "compile_error" not in gluon_entry, report
-    if gluon_entry and "compile_error" not in gluon_entry:
-        assert {"outstanding-at-barrier", "read-before-acquire"} <= set(gluon_entry["findings"]), gluon_entry
+        assert set(by_language) == {"triton", "gluon"} and "compile_error" not in by_language["gluon"], report
+    for entry in by_language.values():
+        if "compile_error" not in entry:
+            assert entry["constexprs"]["WAVE_FENCE_THREADS"] == 0, entry
+            assert {"outstanding-at-barrier", "read-before-acquire"} <= set(entry["findings"]), entry
+
+
+def test_a_wave_fence_that_does_not_wait_for_its_stores_is_caught(tmp_path):
+    """The per-wave release fence without its s_waitcnt vmcnt(0): a wave's partial stores may
+    still be in flight at the barrier thread 0's arrival follows. (The gfx950 emulator runs
+    workgroups one after another, so a write-back that completes after the arrival still
+    precedes the merging program there: this check is the one that sees it.)"""
+    report = _check_compiled(tmp_path, write_mutant("wave_fence_without_its_store_wait", tmp_path / "no_wait"),
+                             "fp8:gluon,fp8:e4m3_waves")
+    entries = [e for e in report["specializations"] if "compile_error" not in e]
+    assert any(e["language"] == "triton" for e in entries)
+    for entry in entries:
+        assert set(entry["findings"]) == {"outstanding-at-barrier"}, entry
 
 
 def test_a_dropped_acquire_is_caught(tmp_path):
@@ -217,9 +268,10 @@ def test_a_dropped_acquire_is_caught(tmp_path):
 @needs_gpu
 @pytest.mark.parametrize("kv_format", ["fp8", "mxfp4"])
 def test_every_form_merges_in_kernel_with_either_count(kv_format):
-    """Ragged lengths with an empty sequence, 4 splits: each form's in-kernel combine, its
-    counter counting every thread (gfx950's) and one a program (NVIDIA's), gives the
-    separate combine kernel's output, every row written, and leaves the counters at zero."""
+    """Ragged lengths with an empty sequence, 4 splits: each form's in-kernel combine, with
+    the device's arrival protocol (per-wave fences on gfx942 / gfx950, none on NVIDIA),
+    gives the separate combine kernel's output, every row written, and leaves the counters
+    at zero."""
     from test_triton_kernels import make_fp8, make_indptr, make_mxfp4
     arch = submission._device_sms_and_arch(DEVICE)[1]
     gen = torch.Generator().manual_seed(28)
@@ -247,6 +299,6 @@ def test_every_form_merges_in_kernel_with_either_count(kv_format):
         base = submission._launch(4, record.tiles[0], record, arch)
         separate = run(base)
         assert torch.isfinite(separate).all()
-        for each_thread in (True, False):
-            launch = submission.dataclasses.replace(base, combine_in_kernel=True, each_thread_releases=each_thread)
-            torch.testing.assert_close(run(launch), separate, atol=1e-3, rtol=1e-2, msg=lambda m: f"{launch}: {m}")
+        launch = submission.dataclasses.replace(base, combine_in_kernel=True)
+        assert launch.each_wave_fences == (arch in submission.WAVE_FENCE_ARCHS)
+        torch.testing.assert_close(run(launch), separate, atol=1e-3, rtol=1e-2, msg=lambda m: f"{launch}: {m}")

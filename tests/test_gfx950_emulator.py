@@ -81,6 +81,18 @@ def test_a_slip_every_other_cpu_test_misses_fails_in_the_emulator(tmp_path, name
     assert "FAIL" in run.stdout and expected in run.stdout, run.stdout[-3000:]
 
 
+def test_every_forms_in_kernel_combine_runs_right_in_the_emulator():
+    """The arrival protocol of every form (submission._arrive, per-wave fences on gfx950),
+    forced with its in-kernel combine, on the quick case: right, no stale read, and one
+    counter atomic a program (one lane), two in the program that merges."""
+    from tools import gfx950_cases
+    for target in gfx950_cases.forced_combine_targets():
+        result = gfx950_cases.run_target(target, gfx950_cases.quick_case(target))
+        assert result.passed, f"{target.label}: {result.detail}"
+        kinds = {(kind["instructions"], tuple(kind["performed"])) for kind in result.atomics["kinds"]}
+        assert kinds == {(1, (1,)), (2, (1, 1))}, (target.label, result.atomics)
+
+
 def test_every_form_forced_on_an_mi355x_reads_in_the_emulator():
     # The forms the autopick does not offer on gfx950 (fp8 f16, MXFP4 bf16) are still
     # compiled there when forced (MLA_ROUTE=triton_fp8:f16): every instruction and modifier
@@ -107,5 +119,5 @@ def test_a_listing_the_emulator_cannot_read_fails_by_name(monkeypatch):
     monkeypatch.setattr(cases, "_check_specialization", lambda target, calls: None)
     monkeypatch.setattr(cases, "run_calls", unreadable)
     target = cases.Target(["k"], ("m", "k", ()), None, 0, "k")
-    result = cases._run(target, cases.MIXED, [], lambda: (True, "unreached"))
+    result = cases._run(target, cases.MIXED, [], lambda: (True, "unreached", {}))
     assert not result.passed and result.detail == f"stopped: {unknown}"

@@ -33,6 +33,11 @@ the MXFP4 forms that use it). What ties the lines down, without the hardware:
 The last two are checked on Triton's own compile (test_triton_upcast_...: a tl.dot_scaled
 of bf16 by e2m1, compiled for gfx950), which also calls byte j for result j in plain
 order with the same operand forms as ours.
+
+The in-kernel combine's per-wave fences (submission._wave_fence: Triton 3.6 has no fence
+operation) are blocks of buffer_wbl2 / buffer_inv / s_waitcnt with no operand: each must be,
+line for line, what Triton's LLVM emits for gfx950 for an LLVM fence at agent scope
+(release or acquire) with a global and an LDS access in flight before it.
 """
 import ast
 import dataclasses
@@ -363,8 +368,67 @@ def convert_block_problems(call: InlineAsm, lines: list[Instruction], outputs: l
     return problems
 
 
+# ------------------------------------------------------------------------------------
+# Fences: LLVM's own sequence for an agent-scope fence on gfx950
+# ------------------------------------------------------------------------------------
+FENCE_MNEMONICS = ("buffer_wbl2", "buffer_inv", "s_waitcnt")
+
+
+def _fence_ir(ordering: str) -> str:
+    # A global and an LDS access of every thread in flight before the fence (so that LLVM
+    # emits every wait the fence needs), their values used after an acquire.
+    before = ("  store i32 %t, ptr addrspace(1) %gp\n  store i32 %t, ptr addrspace(3) %lp\n" if ordering == "release"
+              else "  %a = load i32, ptr addrspace(1) %gp\n  %b = load i32, ptr addrspace(3) %lp\n")
+    after = "" if ordering == "release" else "  %c = add i32 %a, %b\n  store i32 %c, ptr addrspace(1) %gp\n"
+    return f"""declare i32 @llvm.amdgcn.workitem.id.x()
+define amdgpu_kernel void @fence(ptr addrspace(1) %p, ptr addrspace(3) %l) {{
+  %t = call i32 @llvm.amdgcn.workitem.id.x()
+  %gp = getelementptr i32, ptr addrspace(1) %p, i32 %t
+  %lp = getelementptr i32, ptr addrspace(3) %l, i32 %t
+{before}  fence syncscope("agent") {ordering}
+{after}  ret void
+}}"""
+
+
+@functools.lru_cache(maxsize=None)
+def llvm_fences() -> dict:
+    """ordering -> the instructions LLVM emits for gfx950 for `fence syncscope("agent")
+    ordering` (the run of fence instructions that holds its cache operation)."""
+    fences = {}
+    for ordering in ("release", "acquire"):
+        instructions = _instructions(translate_for_gfx950(_fence_ir(ordering)))
+        cache = next(i for i, ins in enumerate(instructions) if ins.mnemonic.startswith("buffer_"))
+        first = cache
+        while first > 0 and instructions[first - 1].mnemonic in FENCE_MNEMONICS:
+            first -= 1
+        last = cache
+        while last + 1 < len(instructions) and instructions[last + 1].mnemonic in FENCE_MNEMONICS:
+            last += 1
+        fences[ordering] = tuple(instructions[first:last + 1])
+    return fences
+
+
+def test_llvm_fences_are_the_gfx942_memory_model_sequences():
+    # AMDGPUUsage, memory model GFX942 (which covers gfx950): release at agent scope is
+    # buffer_wbl2 sc1 then waits; acquire is the waits then buffer_inv sc1.
+    fences = llvm_fences()
+    assert [i.mnemonic for i in fences["release"]] == ["buffer_wbl2", "s_waitcnt"], fences
+    assert [i.mnemonic for i in fences["acquire"]] == ["s_waitcnt", "buffer_inv"], fences
+    assert all(("sc1", ) == i.operands for i in fences["release"] + fences["acquire"] if i.mnemonic != "s_waitcnt")
+
+
+def fence_block_problems(call: InlineAsm, lines: list[Instruction], outputs: list[str]) -> list[str]:
+    """A block of fence instructions: LLVM's agent-scope release or acquire, line for line."""
+    fences = llvm_fences()
+    if tuple(lines) in fences.values():
+        return []
+    return [f"line {call.line}: the fence block {[f'{i.mnemonic} {i.operands}' for i in lines]} is not what LLVM "
+            f"emits for an agent-scope fence on gfx950 "
+            f"({ {k: [f'{i.mnemonic} {i.operands}' for i in v] for k, v in fences.items()} })"]
+
+
 # Instructions this file can tie to LLVM: mnemonic -> the check of a block's lines.
-TIES = {CONVERT: convert_block_problems}
+TIES = {CONVERT: convert_block_problems, **{mnemonic: fence_block_problems for mnemonic in FENCE_MNEMONICS}}
 
 
 # The Hopper forms' functions (submission.py section 2.4): their inline asm is NVIDIA PTX, for
@@ -401,8 +465,8 @@ def inline_asm_problems(source: str) -> tuple[list[str], int]:
         if unknown:
             problems.append(f"{where}: no LLVM tie for {unknown}: teach tests/test_gfx950_inline_asm.py what "
                             "LLVM emits for it before using it")
-        for mnemonic in sorted({line.mnemonic for line in lines} & set(TIES)):
-            problems += TIES[mnemonic](call, lines, outputs)
+        for check in dict.fromkeys(TIES[mnemonic] for mnemonic in sorted({line.mnemonic for line in lines} & set(TIES))):
+            problems += check(call, lines, outputs)
     return problems, lines_read
 
 
@@ -447,6 +511,7 @@ MUTANTS = {
     # the Gluon convert takes its scale as a parameter, built shifted by its callers
     "gluon_caller_scale_unshifted": "not built as e8m0 << 23",
     "gluon_scale_table_unshifted": "not built as e8m0 << 23",
+    "wave_fence_without_its_store_wait": "is not what LLVM emits for an agent-scope fence",
 }
 
 

@@ -811,9 +811,11 @@ def assert_fp8_ring_order(events: list, copies: int, stages: int) -> None:
 
 def assert_mxfp4_pipeline_order(events: list, rest_bytes: list, code_bytes: list) -> None:
     """_gluon_attend_mxfp4's diagram: no copy into LDS; tile i's LDS reads and MFMAs (scaled
-    scores before the bf16 P.V) all before the first wait; waits that keep the codes of tile
-    i+1 in flight (vmcnt >= their count); the rest's loads of tile i+2, a barrier, one wait
-    that keeps those in flight (vmcnt = their count), the codes' LDS writes, their loads."""
+    scores before the bf16 P.V) all before the rest's loads of tile i+2; every wait before
+    those loads keeps the codes of tile i+1 in flight (vmcnt >= their count; the compiler may
+    start them among tile i's last V reads); the rest's loads of tile i+2, a barrier, one
+    wait that keeps those in flight (vmcnt = their count), the codes' LDS writes, their
+    loads."""
     assert not _where(events, "copy"), "the MXFP4 form copies into LDS"
     loads = _where(events, "load")
     rests, codes = loads[:len(rest_bytes)], loads[len(rest_bytes):]
@@ -823,7 +825,7 @@ def assert_mxfp4_pipeline_order(events: list, rest_bytes: list, code_bytes: list
     kinds = [events[i][1] for i in mfmas]
     scaled = [i for i, kind in enumerate(kinds) if kind.startswith("v_mfma_scale")]
     assert scaled and max(scaled) < min(i for i, kind in enumerate(kinds) if "bf16" in kind), kinds
-    assert max(mfmas) < rests[0] and max(reads) < waits[0], "a product or a read after the stores began"
+    assert max(mfmas) < rests[0] and max(reads) < rests[0], "a product or a read after the next loads began"
     before = [int(events[i][1]) for i in waits if i < rests[0]]
     assert before and min(before) >= len(code_bytes), f"waits {before} drain the codes of tile i+1"
     between = [i for i in range(rests[-1], codes[0]) if events[i][0] in ("wait", "barrier", "write")]

@@ -70,7 +70,7 @@ def test_the_gluon_form_is_refused_without_a_gpu(monkeypatch):
         with pytest.raises(ValueError, match="no GPU"):
             sub.triton_launch_candidates(kv_format, 4, 1024, 1, "", form="gluon")
     launch = sub._launch(1, MXFP4_GLUON.tiles[0], MXFP4_GLUON, "sm_90")
-    buf, scales = make_mxfp4(launch.block_n, 127, 127)  # a whole tile (the form's floor)
+    buf, scales = make_mxfp4(4, 127, 127)
     if sub.GLUON_AVAILABLE:
         with pytest.raises(ValueError, match="no GPU"):
             sub.triton_mxfp4_decode(torch.zeros(1, 16, 576, dtype=torch.bfloat16), buf, scales,
@@ -180,40 +180,36 @@ def test_gluon_mxfp4_refuses_rows_not_16_byte_aligned():
     assert sub.triton_kv_operands({"mxfp4": (aligned, scales)}, "mxfp4", launch)[0] is aligned
 
 
-def test_gluon_mxfp4_refuses_a_buffer_shorter_than_a_tile():
-    """The MXFP4 Gluon form reads whole tiles of BLOCK_N rows inside the buffer (a split's
-    last tile moves back to end at the split's end, never past the buffer's): a KV buffer
-    of fewer rows, or a scale tensor of fewer rows than the buffer, is refused by name
-    before any launch. Host logic, on the CPU."""
+def test_gluon_mxfp4_takes_a_buffer_shorter_than_a_tile():
+    """The MXFP4 Gluon form clamps each row of a tile (_gluon_tile_rows), so a KV buffer of
+    fewer rows than a tile, and trimmed or padded scales, are its operands as given. Host
+    logic, on the CPU (the kernel itself: the GPU tests below and the gfx950 emulator)."""
     launch = sub.TritonLaunch(1, 128, 4, 2, form="gluon", gluon_arch="cdna4")
-    for rows in (1, 127):
-        kv_data = {"mxfp4": (torch.zeros((rows, 1, 288), dtype=torch.uint8), torch.zeros((rows, 18), dtype=torch.uint8))}
-        with pytest.raises(ValueError, match="the mxfp4 form gluon needs a KV buffer of at least 128 rows"):
-            sub.triton_kv_operands(kv_data, "mxfp4", launch)
-    short_scales = {"mxfp4": (torch.zeros((200, 1, 288), dtype=torch.uint8), torch.zeros((199, 18), dtype=torch.uint8))}
-    with pytest.raises(ValueError, match="needs a scale row for every KV row"):
-        sub.triton_kv_operands(short_scales, "mxfp4", launch)
-    tile = {"mxfp4": (torch.zeros((128, 1, 288), dtype=torch.uint8), torch.zeros((256, 24), dtype=torch.uint8))}
-    assert sub.triton_kv_operands(tile, "mxfp4", launch)[0].shape[0] == 128
+    for rows, scale_shape in ((1, (1, 18)), (53, (53, 18)), (127, (256, 24))):
+        kv_data = {"mxfp4": (torch.zeros((rows, 1, 288), dtype=torch.uint8), torch.zeros(scale_shape, dtype=torch.uint8))}
+        kv, scales = sub.triton_kv_operands(kv_data, "mxfp4", launch)
+        assert kv.shape[0] == rows and scales.shape == scale_shape
 
 
 @pytest.mark.parametrize("kv_format", ["fp8", "mxfp4"])
-def test_gluon_forms_refuse_an_empty_kv_buffer(kv_format):
-    """The Gluon forms' copies always read a row, row 0 at least, even for an empty split:
-    a KV buffer of no rows is refused by name before any launch (on the H200 the MXFP4 form
-    once faulted on one: results/2026-12-01-h200-final-suite). Host logic, on the CPU."""
+def test_gluon_forms_write_zeros_over_an_empty_kv_buffer(kv_format):
+    """The Gluon forms' loads read a row before the kernel knows a split is empty (row 0
+    for an empty split at the buffer's start; on the H200 the MXFP4 form once faulted on an
+    empty buffer: results/2026-12-01-h200-final-suite). Over a KV buffer of no rows every
+    sequence is empty: no Gluon launch happens, the output is zeroed (what every form writes
+    for an empty sequence); a buffer of one row launches. Host logic, on the CPU."""
     launch = sub.TritonLaunch(1, 128, 4, 2, form="gluon", gluon_arch="ampere")
     if kv_format == "fp8":
         kv_data = {"fp8": (torch.zeros((0, 1, 576), dtype=torch.float8_e4m3fn), torch.ones(1))}
     else:
         kv_data = {"mxfp4": (torch.zeros((0, 1, 288), dtype=torch.uint8), torch.zeros((0, 18), dtype=torch.uint8))}
-    with pytest.raises(ValueError, match=f"the {kv_format} form gluon needs a KV buffer of at least one row"):
-        sub.triton_kv_operands(kv_data, kv_format, launch)
-    rows = 1 if kv_format == "fp8" else 128  # the MXFP4 form reads whole tiles (the test above)
-    some_rows = {fmt: (buf[:0].new_zeros((rows, *buf.shape[1:])),
-                       scale if scale.numel() == 1 else scale.new_zeros((rows, 18)))
-                 for fmt, (buf, scale) in kv_data.items()}
-    assert sub.triton_kv_operands(some_rows, kv_format, launch)[0].shape[0] == rows
+    kv, _ = sub.triton_kv_operands(kv_data, kv_format, launch)
+    out = torch.full((3, 16, 512), float("nan"), dtype=torch.bfloat16)
+    assert sub.zeros_over_an_empty_buffer(kv_format, launch, kv, out) and (out == 0).all()
+    one_row = kv.new_zeros((1, *kv.shape[1:]))
+    assert not sub.zeros_over_an_empty_buffer(kv_format, launch, one_row, out)
+    triton_launch = sub.TritonLaunch(1, 128, 4, 1, form=sub.forms_of(kv_format)[0].name)
+    assert not sub.zeros_over_an_empty_buffer(kv_format, triton_launch, kv, out)  # its loops read nothing
 
 
 MXFP4_BLOCK_N = MXFP4_GLUON.tiles[0].block_n
@@ -249,8 +245,8 @@ def test_gluon_mxfp4_form_matches_fp64_attention(lengths, splits, in_kernel, pad
     output is 50% off)."""
     gen = torch.Generator().manual_seed(sum(lengths) + splits)
     qo, kv_indptr = make_indptr(lengths)
-    # At least a tile of rows (the form's floor), the rows past the sequences unread.
-    buf, scales = make_mxfp4(max(int(kv_indptr[-1]), MXFP4_BLOCK_N), 122, 130, padded=padded, gen=gen)
+    # The buffer ends where the last sequence does (a buffer of one row for one token).
+    buf, scales = make_mxfp4(int(kv_indptr[-1]), 122, 130, padded=padded, gen=gen)
     q = torch.randn(len(lengths), 16, 576, generator=gen).bfloat16()
     launch = gluon_launch(splits, in_kernel, "mxfp4")
     out = run_gluon_decode(sub.triton_mxfp4_decode, q, buf, scales, qo, kv_indptr, launch)
@@ -267,10 +263,10 @@ def test_gluon_mxfp4_form_matches_fp64_attention(lengths, splits, in_kernel, pad
 @needs_gluon_gpu
 @pytest.mark.parametrize("splits", [1, 2])
 def test_gluon_mxfp4_rows_of_another_sequence_do_not_leak(splits):
-    """A split shorter than a tile reads the tile that ends at its end, the rows before its
-    start included (another sequence's): those rows must weigh nothing, even where their
-    scale byte is e8m0's NaN (0xFF). Sequence 0 holds such a row (its own output is then
-    non-finite, as exact attention's); sequence 1, 50 rows, must match exact attention."""
+    """A split shorter than a tile reads its own rows only (the rows past its end repeat its
+    last): another sequence's rows must weigh nothing, even where their scale byte is e8m0's
+    NaN (0xFF). Sequence 0 holds such a row (its own output is then non-finite, as exact
+    attention's); sequence 1, 50 rows, must match exact attention."""
     gen = torch.Generator().manual_seed(50 + splits)
     lengths = [100, 50]
     qo, kv_indptr = make_indptr(lengths)

@@ -72,7 +72,7 @@ def test_each_hopper_form_gets_its_leading_splits_in_kernel_half_of_them_and_the
             plan = [(launch.num_splits, launch.combine_in_kernel) for launch in launches]
             assert plan == ([(1, False)] if fill == 1 else [(fill, True), (fill // 2, fill // 2 > 1), (fill, False)])
             assert all(launch.form == name and launch.num_warps == 4 and launch.block_n == 64 and
-                       launch.gluon_arch == "hopper" and not launch.each_thread_releases for launch in launches)
+                       launch.gluon_arch == "hopper" and not launch.each_wave_fences for launch in launches)
             assert "form=" + name + "," in sub.launch_label(kv_format, launches[0])
 
 
@@ -121,7 +121,7 @@ def _launch(kv_format: str, name: str, splits: int = 4):
 
 
 @pytest.mark.parametrize("kv_format,name", sorted(HOPPER))
-def test_inputs_a_hopper_form_cannot_serve_are_handed_over_with_a_value_error(kv_format, name):
+def test_inputs_a_hopper_form_cannot_read_are_handed_over_with_a_value_error(kv_format, name):
     data = reference.generate_input(2, 1, 40, 3, device="cpu")
     launch = _launch(kv_format, name)
     kv_data = data[1]
@@ -129,9 +129,10 @@ def test_inputs_a_hopper_form_cannot_serve_are_handed_over_with_a_value_error(kv
     shifted = torch.empty(buffer.numel() + 1, dtype=torch.uint8)[1:].view(buffer.dtype).view(buffer.shape)
     with pytest.raises(ValueError, match="needs 16-byte aligned rows"):
         sub.triton_kv_operands({kv_format: (shifted, scale)}, kv_format, launch)
-    empty = buffer[:0]
-    with pytest.raises(ValueError, match="at least one row"):
-        sub.triton_kv_operands({kv_format: (empty, scale)}, kv_format, launch)
+    # an empty buffer is served without a launch (its TMA descriptors would describe no rows)
+    empty_kv, _ = sub.triton_kv_operands({kv_format: (buffer[:0], scale)}, kv_format, launch)
+    out = torch.full((2, 16, 512), float("nan"), dtype=torch.bfloat16)
+    assert sub.zeros_over_an_empty_buffer(kv_format, launch, empty_kv, out) and (out == 0).all()
     if kv_format == "fp8":
         with pytest.raises(ValueError, match="reads torch.float8_e4m3fn bytes"):
             sub.triton_kv_operands({"fp8": (buffer.view(torch.uint8).view(torch.float8_e4m3fnuz), scale)}, "fp8",
@@ -159,14 +160,14 @@ def test_a_hopper_call_takes_the_kv_as_two_tma_descriptors(kv_format, name):
     assert nope.shape == rope.shape == [4 * 1024, row_bytes] and nope.strides == [row_bytes, 1]
     assert nope.block_shape == [64, row_bytes * 8 // 9] and rope.block_shape == [64, row_bytes // 9]
     assert arguments["kv_scale_ptr"].shape == ((1,) if kv_format == "fp8" else (4 * 1024, 18))
-    assert arguments["SPLIT"] and not arguments["COMBINE_IN_KERNEL"] and arguments["ARRIVALS"] == 0
+    assert arguments["SPLIT"] and not arguments["COMBINE_IN_KERNEL"] and arguments["WAVE_FENCE_THREADS"] == 0
     assert decode.options == {"num_warps": 4, "num_stages": 1}
     assert combine.kernel is sub._combine_splits_kernel
     if kv_format == "fp8":
         assert arguments["STAGES"] == 2 and arguments["SPLIT_OPERANDS"] == (name == "hopper_two_term")
     assert set(arguments) == set(decode.kernel.arg_names)
     single = compile_target.decode_kernel_calls(data, kv_format, launch)
-    assert len(single) == 1 and single[0].arguments["COMBINE_IN_KERNEL"] and single[0].arguments["ARRIVALS"] == 1
+    assert len(single) == 1 and single[0].arguments["COMBINE_IN_KERNEL"] and single[0].arguments["WAVE_FENCE_THREADS"] == 0
 
 
 # ---------------------------------------------------------------- on an H200

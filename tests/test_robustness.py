@@ -26,11 +26,11 @@ import torch
 
 import reference
 import submission
-from conftest import DEVICE, NO_GPU_ENV, REPO_ROOT, needs_gpu, runnable_forms
+from conftest import DEVICE, NO_GPU_ENV, REPO_ROOT, cpu_only, needs_gpu, runnable_forms
 from reference import check_implementation, generate_input
-from tools.robustness import (MAGNITUDES, NONFINITE, ROUTES, exact_attention, exact_attention_ieee, format_read_by,
-                              kv_formats, mxfp4_only, oracle_mismatch, oracle_tolerance, ragged_input, with_kv,
-                              with_nonfinite)
+from tools.robustness import (MAGNITUDES, NONFINITE, ROUTES, SHORT_BUFFER_LENGTHS, empty_cache, exact_attention, exact_attention_ieee,
+                              format_read_by, in_larger_buffers, kv_formats, mxfp4_only, oracle_mismatch, oracle_tolerance, ragged_input,
+                              widened_scales, with_kv, with_nonfinite)
 
 TOL = 1e-2
 
@@ -203,14 +203,6 @@ def lengths_0_to_8(batch, seed=5):
     return torch.randint(0, 9, (batch,), generator=torch.Generator().manual_seed(seed)).tolist()
 
 
-def empty_cache(data):
-    """Every format cut to 0 rows (reference's quantizers need at least one row)."""
-    kv_data = data[1]
-    cut = {"bf16": kv_data["bf16"][:0], "fp8": (kv_data["fp8"][0][:0], kv_data["fp8"][1]),
-           "mxfp4": (kv_data["mxfp4"][0][:0], kv_data["mxfp4"][1][:0])}
-    return replaced(data, kv_data=cut, kv_indptr=ptr([0, 0, 0], data[3].device))
-
-
 ODD_VALID = {
     "ragged_zero_and_odd_lengths": lambda: ragged_input([0, 1, 31, 33, 0, 300, 64, 7], seed=1),
     "all_sequences_empty": lambda: replaced(ragged_input([1, 1, 1], seed=1), kv_indptr=ptr([0, 0, 0, 0], DEVICE)),
@@ -225,6 +217,8 @@ ODD_VALID = {
     "q_transposed": lambda: (lambda d: replaced(d, q=d[0].transpose(0, 1).contiguous().transpose(0, 1)))(
         ragged_input([40, 17, 3], seed=9)),
     "leaderboard_like": lambda: generate_input(4, 1, 1024, 4217),
+    "buffer_under_one_tile": lambda: ragged_input(SHORT_BUFFER_LENGTHS, seed=20),
+    "views_in_larger_buffers": lambda: in_larger_buffers(ragged_input([40, 0, 17], seed=22)),
 }
 
 
@@ -270,14 +264,8 @@ MXFP4_LAYOUTS = {
     "trimmed_scales": lambda d: mxfp4_only(d),
     "padded_scales": lambda d: mxfp4_only(d),
     "uint8_spellings": lambda d: mxfp4_only(d, "uint8"),
-    "scales_viewed_from_a_wider_tensor": lambda d: {"mxfp4": (d[1]["mxfp4"][0], widened(d[1]["mxfp4"][1]))},
+    "scales_viewed_from_a_wider_tensor": lambda d: {"mxfp4": (d[1]["mxfp4"][0], widened_scales(d[1]["mxfp4"][1]))},
 }
-
-
-def widened(scales):
-    wide = torch.full((scales.shape[0] + 5, 40), 0xFF, dtype=torch.uint8, device=scales.device)
-    wide[:scales.shape[0], 3:3 + scales.shape[1]] = scales.view(torch.uint8)
-    return wide[:, 3:3 + scales.shape[1]].view(scales.dtype)
 
 
 @pytest.mark.parametrize("layout", MXFP4_LAYOUTS)
@@ -337,25 +325,32 @@ def test_nan_and_inf_propagate_only_where_they_reach(name, plan_first):
 # 2b. A subset through the forced Triton routes, under the interpreter (subprocess:
 #     TRITON_INTERPRET must be set before triton is imported)
 # ------------------------------------------------------------------------------------
-TRITON_ROUTES = ("triton_mxfp4", "triton_fp8")
-TRITON_CASES = ("ragged", "padded_scales", "uint8_spelling", "noncontiguous_q", "misaligned_after_aligned")
+# Every Triton form forced (the Gluon forms run the same inputs in the gfx950 emulator,
+# tools/gfx950_cases.py, and on a GPU bench/robustness_gpu.py --gluon-forms).
+TRITON_ROUTES = tuple(f"triton_{form.kv_format}:{form.name}" for form in submission.KERNEL_FORMS
+                      if form.language == "triton")
+TRITON_CASES = ("ragged", "padded_scales", "uint8_spelling", "noncontiguous_q", "misaligned_after_aligned",
+                "short_buffer", "single_token", "views", "empty_cache")
 
 
-def test_odd_valid_inputs_through_the_triton_routes_under_the_interpreter(tmp_path):
+def test_odd_valid_inputs_through_every_triton_form_under_the_interpreter(tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith("MLA_")}
     env.update(NO_GPU_ENV, TRITON_INTERPRET="1")  # the interpreter runs on the CPU
     proc = subprocess.run(
-        [sys.executable, "-m", "bench.robustness_gpu", "--smoke", "--out", str(tmp_path),
+        [sys.executable, "-m", "bench.robustness_gpu", "--smoke", "--forced-only", "--out", str(tmp_path),
          "--routes", ",".join(TRITON_ROUTES), "--cases", ",".join(TRITON_CASES)],
-        cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=600)
+        cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=1200)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     rows = json.loads((tmp_path / "robustness_gpu.json").read_text())["rows"]
     status = {(r["route"], r["case"]): r["status"] for r in rows}
     if any(status.get((route, "*")) == "SKIP" for route in TRITON_ROUTES):
         pytest.skip("the Triton section of submission.py is not implemented")
     expected = {(route, case) for route in TRITON_ROUTES for case in TRITON_CASES
-                if not (route == "triton_fp8" and case in ("padded_scales", "uint8_spelling"))}
-    assert {key: status.get(key) for key in expected} == {key: "PASS" for key in expected}
+                if not (route.startswith("triton_fp8") and case in ("padded_scales", "uint8_spelling"))}
+    # a form that reads rows as 4-byte words may refuse the misaligned views by name
+    allowed = {key: {"PASS", "REFUSED"} if key[1] == "misaligned_after_aligned" else {"PASS"} for key in expected}
+    bad = {key: status.get(key) for key in expected if status.get(key) not in allowed[key]}
+    assert not bad, bad
 
 
 # ------------------------------------------------------------------------------------
@@ -387,3 +382,61 @@ def test_every_route_and_form_on_the_gpu_robustness_cases(tmp_path):
            if r["status"] not in allowed[r["route"]]]
     assert not bad, "\n".join(bad)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+
+
+# ------------------------------------------------------------------------------------
+# 2d. bench/robustness_gpu.py --gluon-forms: each Gluon form forced against its route
+#     unforced (host logic: the comparison, the summary, the refusal without a GPU)
+# ------------------------------------------------------------------------------------
+def _row(case, status, detail=""):
+    return {"route": "r", "case": case, "status": status, "detail": detail, "seconds": 0.0}
+
+
+@pytest.mark.fast
+def test_a_forced_gluon_form_is_compared_with_its_route_unforced():
+    from bench import robustness_gpu
+    peaked = ("no route passed verification for batch=3: triton_fp8[form=gluon]: sequence relative RMS error "
+              "0.13 > 0.1 (fp8 gluon bound; sequence 1)")
+    forced = [_row("ragged", "PASS"), _row("magnitude/peaked", "REFUSED", peaked),
+              _row("short_buffer", "FAIL", "max error 3"), _row("nonfinite/nan_q", "REFUSED", "no route passed"),
+              _row("fnuz", "REFUSED", "reads torch.float8_e4m3fn bytes")]
+    unforced = [_row("magnitude/peaked", "PASS"), _row("short_buffer", "PASS"), _row("nonfinite/nan_q", "PASS"),
+                _row("fnuz", "PASS")]
+    comparison = robustness_gpu.compare_forced(forced, unforced)
+    assert [e["case"] for e in comparison["refused_by_bound"]] == ["magnitude/peaked"]
+    assert [e["case"] for e in comparison["refused_by_design"]] == ["fnuz"]
+    assert [e["case"] for e in comparison["short"]] == ["short_buffer", "nonfinite/nan_q"]
+    line = robustness_gpu.summary_line("triton_fp8:gluon", forced, comparison,
+                                       {"status": "NOT RUN", "why": "compute-sanitizer is not on PATH"})
+    assert "magnitude/peaked: sequence relative RMS error 0.13 > 0.1" in line
+    assert "refused by design (named): fnuz; short of the unforced route: short_buffer (FAIL), nonfinite/nan_q " \
+           "(REFUSED)" in line
+    assert line.endswith("memcheck not run: compute-sanitizer is not on PATH")
+    # a case neither passes is the route's, not the form's
+    both = robustness_gpu.compare_forced([_row("fnuz", "REFUSED")], [_row("fnuz", "REFUSED")])
+    assert [e["case"] for e in both["also_unforced"]] == ["fnuz"] and not both["short"]
+
+
+@cpu_only("the command refuses where no GPU is")
+def test_the_gluon_forms_run_refuses_without_a_gpu(tmp_path):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MLA_")}
+    env.update(NO_GPU_ENV)
+    proc = subprocess.run([sys.executable, "-m", "bench.robustness_gpu", "--out", str(tmp_path), "--gluon-forms"],
+                          cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2 and "no GPU here" in proc.stderr, proc.stdout + proc.stderr
+    assert not (tmp_path / "gluon_forms.json").exists()
+
+
+@pytest.mark.fast
+def test_the_memcheck_step_reads_the_sanitizer_summary(tmp_path):
+    """What the --gluon-forms run makes of compute-sanitizer's last line and exit status,
+    with a stand-in for the sanitizer (host logic: no GPU, no sanitizer needed)."""
+    from bench import robustness_gpu
+    stand_in = tmp_path / "compute-sanitizer"
+    results = {}
+    for errors, code in ((0, 0), (3, 99)):
+        stand_in.write_text(f"#!/bin/sh\necho '========= ERROR SUMMARY: {errors} errors'\nexit {code}\n")
+        stand_in.chmod(0o755)
+        results[errors] = robustness_gpu.memcheck("triton_fp8:gluon", tmp_path / f"run{errors}", str(stand_in), 30)
+        assert (tmp_path / f"run{errors}" / "memcheck.log").read_text().startswith("=========")
+    assert results[0]["status"] == "CLEAN" and results[3]["status"] == "ERRORS" and results[3]["errors"] == 3

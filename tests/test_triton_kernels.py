@@ -450,9 +450,9 @@ def test_launch_candidates():
             cands = [c for c in sub.triton_launch_candidates(fmt, batch, length, 132, "sm_90")
                      if c.gluon_arch != "hopper"]
             # NVIDIA: one thread releases a program's partials after a barrier (PTX's is cumulative)
-            assert cands[0] == L(*best, stages, form=form, each_thread_releases=False), (fmt, batch, length)
+            assert cands[0] == L(*best, stages, form=form, each_wave_fences=False), (fmt, batch, length)
             # the one-launch form of the first candidate is timed too, wherever it splits
-            assert (L(*best, stages, True, form=form, each_thread_releases=False) in cands) == (best[0] > 1)
+            assert (L(*best, stages, True, form=form, each_wave_fences=False) in cands) == (best[0] > 1)
             # and the CDNA4 form at the leading split count, then the Gluon form where it runs
             other = [c for c in cands if c.form != form]
             extra = ["e4m3_waves" if fmt == "fp8" else "waves"]

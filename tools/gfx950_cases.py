@@ -5,7 +5,10 @@ gfx950 as Triton's JIT would compile it (tools/compile_target.py) and run in the
 
 - a decode launch (the Triton and Gluon forms of both formats, with the split combine it
   uses): exact fp32 attention over the KV format it reads, within the project's verifier
-  bound for its (format, form) (submission.error_bound), and no non-finite mismatch;
+  bound for its (format, form) (submission.error_bound), and no non-finite mismatch; a Gluon
+  form's output also within MODEL_TOLERANCE of the torch model of its gfx950 rounding
+  (tools/gfx950_numerics.py, which its bound was measured with); the counter atomics its
+  programs issue are counted (the in-kernel combine's arrivals);
 - the aiter route's Triton launches (the Q quantizer with the metadata variant's guard, or
   the guard alone): the torch statement of the same computation (the quantizer's bytes and
   scale bit for bit; the guard's lengths, kv_indptr and NaN on a refused call).
@@ -17,6 +20,7 @@ The submission module is whatever `import submission` gives when this module is 
 imported: the checkout's, or another copy (python3 -m tools.gfx950_emulate --submission)."""
 from __future__ import annotations
 
+import collections
 import dataclasses
 import time
 
@@ -26,6 +30,7 @@ import torch
 import reference
 import submission as sub
 from tools import compile_target as ct
+from tools import gfx950_numerics
 from tools.gfx950_emu import (CompiledKernel, EmulationStopped, GlobalMemory, ListingError, Machine,
                               NotImplementedInstruction, build_launch, read_listing)
 
@@ -35,20 +40,19 @@ GFX950 = ct.TARGETS["gfx950"]
 @dataclasses.dataclass(frozen=True)
 class Case:
     name: str
-    lengths: tuple          # kv tokens per sequence (q_seq_len 1)
+    lengths: tuple          # kv tokens per sequence (q_seq_len 1); the KV buffer holds exactly these rows
     padded: bool = False    # MXFP4 scales in the older padded layout (rows to 256, 24 columns)
     views: bool = False     # every input a view inside a larger buffer
     seed: int = 20261201
 
 
-MIXED = Case("mixed lengths, an empty sequence", (300, 0, 31))
+MIXED = Case("mixed lengths: several tiles, an empty sequence, a single token", (300, 0, 1))
 ONE_SEQUENCE = Case("one sequence over several tiles", (300,))
 FULL_CASES = (
-    Case("one sequence of one token", (1,)),
+    Case("a single token and 52 tokens in a buffer of 53 rows (under one tile)", (1, 52)),
     MIXED,
     Case("views in larger buffers, padded MXFP4 scales", (64, 300), padded=True, views=True),
 )
-MIN_BUFFER_ROWS = 256
 QUICK_WORKGROUPS = 24  # the quick run's mixed case for launches of up to this many decode programs
 
 
@@ -78,6 +82,8 @@ class Result:
     passed: bool
     detail: str
     violations: list
+    atomics: dict = dataclasses.field(default_factory=dict)  # atomic_census of the run (decode launches)
+    measures: dict = dataclasses.field(default_factory=dict)  # a decode's errors, bound and model agreement
 
 
 def _cost(offered) -> int:
@@ -113,6 +119,28 @@ def offered_targets() -> list[Target]:
                                                              "MIN_KV_LEN")}
         label = f"{names[index]} {shown}" if shown else names[index]
         targets.append(Target(names, identity, offered, index, label))
+    return targets
+
+
+def forced_combine_targets() -> list[Target]:
+    """The in-kernel-combine specialization of every kernel form forced on an MI355X
+    (MLA_ROUTE=triton_<format>:<form>) at 64 x 8192, its first launch with the in-kernel
+    combine: every form's arrival protocol run, where the autopick offers it for the leading
+    forms only (python3 -m tools.gfx950_emulate --forced-combine)."""
+    targets = []
+    data = ct.contract_inputs(64, 8192)
+    for record in sub.KERNEL_FORMS:
+        launch = sub.triton_launch_candidates(record.kv_format, 64, 8192, ct.DEVICE_CUS["gfx950"], "gfx950",
+                                              form=record.name)[0]
+        launch = dataclasses.replace(launch, combine_in_kernel=True)
+        calls = ct.decode_kernel_calls(data, record.kv_format, launch)
+        offered = ct.OfferedLaunch(f"triton_{record.kv_format}", record.kv_format, 64, 8192, 0, launch, calls)
+        spec = ct.specialize(calls[0], GFX950)
+        constexprs = spec.constexpr_values()
+        shown = {k: v for k, v in constexprs.items() if k in ("KV_FORMAT", "FORM", "HW_CONVERT", "SPLIT",
+                                                             "COMBINE_IN_KERNEL", "BLOCK_N")}
+        targets.append(Target([c.kernel.fn.__name__ for c in calls], spec.identity, offered, 0,
+                              f"{calls[0].kernel.fn.__name__} {shown} (forced)"))
     return targets
 
 
@@ -188,9 +216,7 @@ def decode_inputs(case: Case, kv_format: str):
     attention over the format's own KV) for a case, on the CPU."""
     gen = torch.Generator().manual_seed(case.seed)
     batch = len(case.lengths)
-    # The sequences sit at the start of a KV buffer of at least MIN_BUFFER_ROWS rows (the
-    # Gluon MXFP4 form reads whole tiles inside the buffer and refuses one under a tile).
-    total = max(sum(case.lengths), MIN_BUFFER_ROWS)
+    total = sum(case.lengths)
     q = torch.randn((batch, 16, 576), generator=gen).to(torch.bfloat16)
     kv = torch.randn((total, 1, 576), generator=gen).to(torch.bfloat16)
     qo_indptr = torch.arange(batch + 1, dtype=torch.int32)
@@ -225,10 +251,21 @@ def decode_calls(offered, case: Case):
     q_meta = torch.empty_strided(q.shape, q.stride(), dtype=q.dtype, device="meta")
     arguments = sub.decode_arguments(offered.kv_format, launch, q_meta, kv, kv_scale, 576 ** -0.5, scratch)
     calls = sub.decode_calls(offered.kv_format, launch, arguments, q, kv, kv_scale, qo_indptr, kv_indptr, out)
-    return calls, out, exact, qo_indptr
+    model = None
+    if sub.kernel_form(offered.kv_format, launch.form).language == "gluon":
+        def model():
+            return gfx950_numerics.gluon_form_output(offered.kv_format, q, (kv, kv_scale), kv_indptr, 576 ** -0.5,
+                                                     launch.num_splits)
+    return calls, out, exact, qo_indptr, model
 
 
-def _check_decode(offered, out, exact, qo_indptr) -> tuple[bool, str]:
+# The largest difference allowed between a Gluon form's emulated output and its torch model
+# (tools/gfx950_numerics.py), over the exact output's RMS: the model leaves out only the
+# order of the MFMAs' fp32 sums and the GPU's exp2 / log2 (a bf16 ulp here and there).
+MODEL_TOLERANCE = 1e-3
+
+
+def _check_decode(offered, out, exact, qo_indptr, model) -> tuple[bool, str, dict]:
     form = sub.kernel_form(offered.kv_format, offered.launch.form).name
     bound, bound_name = sub.error_bound(offered.kv_format, form)
     errors = sub.output_errors(out, exact, qo_indptr)
@@ -236,7 +273,16 @@ def _check_decode(offered, out, exact, qo_indptr) -> tuple[bool, str]:
           and errors["element"] <= bound.element)
     detail = (f"sequence rms {errors['sequence_rms']:.4f} (bound {bound.sequence_rms}), element "
               f"{errors['element']:.3f} (bound {bound.element}), non-finite {errors['nonfinite']}; {bound_name}")
-    return ok, detail
+    measures = {"sequence_rms": errors["sequence_rms"], "element": errors["element"], "nonfinite": errors["nonfinite"],
+                "bound": dataclasses.asdict(bound), "bound_name": bound_name}
+    if model is not None:
+        agreement = gfx950_numerics.agreement(model(), out, exact)
+        measures["model"] = agreement
+        ok = ok and agreement["nonfinite_differ"] == 0 and agreement["largest_over_rms"] <= MODEL_TOLERANCE
+        detail += (f"; its gfx950 model: {agreement['equal_share']:.2%} of elements equal, largest difference "
+                   f"{agreement['largest_over_rms']:.1e} of the output's rms (tolerance {MODEL_TOLERANCE:g}), "
+                   f"non-finite differing {agreement['nonfinite_differ']}")
+    return ok, detail, measures
 
 
 # ---- the aiter route's launches ----
@@ -306,7 +352,7 @@ def aiter_calls(offered, case: Case, batch: int, refused: bool = False):
                 problems.append(f"checked kv_indptr {checked.tolist()} / lengths {last_page_lens.tolist()}, "
                                 f"expected {want_indptr.tolist()} / {want_lens.tolist()}")
         what = "refused call: NaN out" if refused else "bit for bit as torch's statement of it"
-        return not problems, "; ".join(problems) or what
+        return not problems, "; ".join(problems) or what, {}
     return calls, check
 
 
@@ -322,8 +368,8 @@ def run_target(target: Target, case: Case) -> Result:
     """The target's offered launch on the case, checked; for the aiter route's launches an
     accepted and a refused call, both checked."""
     if target.offered.route != "aiter_fp8":
-        calls, out, exact, qo_indptr = decode_calls(target.offered, case)
-        return _run(target, case, calls, lambda: _check_decode(target.offered, out, exact, qo_indptr))
+        calls, out, exact, qo_indptr, model = decode_calls(target.offered, case)
+        return _run(target, case, calls, lambda: _check_decode(target.offered, out, exact, qo_indptr, model))
     results = []
     for refused in (False, True):
         for batch in AITER_BATCHES:
@@ -350,8 +396,34 @@ def _run(target: Target, case: Case, calls, check) -> Result:
                       f"stopped: {error}", list(machine.violations))
     instructions = sum(r.instructions for r in results)
     violations = list(machine.violations)
-    ok, detail = check()
+    ok, detail, measures = check()
+    census = atomic_census(machine)
+    if census:
+        detail += f"; counter atomics: {census['summary']}"
     if violations:
         ok = False
         detail = f"{len(violations)} violation(s), the first: {violations[0]}; result: {detail}"
-    return Result(target.label, case.name, instructions, time.perf_counter() - started, ok, detail, violations)
+    return Result(target.label, case.name, instructions, time.perf_counter() - started, ok, detail, violations,
+                  census, measures)
+
+
+def atomic_census(machine: Machine) -> dict:
+    """The vector atomics the run's programs issued (in the decode kernels, only the
+    in-kernel combine's counter takes any): for each kind of program, how many atomic
+    instructions it issued and how many lanes of each reached memory, and how many programs
+    were of that kind; {} where none was issued."""
+    by_program = collections.defaultdict(list)
+    for issue in machine.atomics:
+        by_program[(issue.kernel, issue.workgroup)].append((issue.active, issue.performed))
+    if not by_program:
+        return {}
+    kinds = collections.Counter(tuple(issues) for issues in by_program.values())
+
+    def described(issues) -> str:
+        lanes = "+".join(str(performed) for _, performed in issues)
+        active = "+".join(str(active) for active, _ in issues)
+        return f"{len(issues)} atomic(s), lanes reaching memory {lanes} (active {active})"
+    return {"programs": len(by_program), "lanes": sum(p for issues in by_program.values() for _, p in issues),
+            "kinds": [{"programs": n, "instructions": len(issues), "active": [a for a, _ in issues],
+                       "performed": [p for _, p in issues]} for issues, n in sorted(kinds.items())],
+            "summary": "; ".join(f"{n} program(s) issue {described(issues)}" for issues, n in sorted(kinds.items()))}

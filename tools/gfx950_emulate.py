@@ -6,6 +6,7 @@ it for gfx950, in the emulator (tools/gfx950_emu) on small inputs, and check eac
     python3 -m tools.gfx950_emulate --quick             # every specialization, one small case (CI)
     python3 -m tools.gfx950_emulate --submission PATH   # another copy of submission.py (a mutant)
     python3 -m tools.gfx950_emulate --json OUT.json --only mxfp4
+    python3 -m tools.gfx950_emulate --forced-combine    # every form forced, its in-kernel combine
 
 Prints a table (kernel, cases, instructions executed, wall time, result) and exits 1 if any
 case fails (a wrong result, a memory / ordering / barrier violation, an instruction the
@@ -31,6 +32,8 @@ def main(argv=None) -> int:
     parser.add_argument("--submission", metavar="PATH", help="run this copy of submission.py instead of the checkout's")
     parser.add_argument("--only", metavar="TEXT", help="only the specializations whose label contains TEXT")
     parser.add_argument("--json", metavar="PATH", help="also write the results as JSON")
+    parser.add_argument("--forced-combine", action="store_true",
+                        help="instead of the offered specializations, every form forced with its in-kernel combine")
     args = parser.parse_args(argv)
     if os.environ.get("TRITON_INTERPRET") == "1":
         print("gfx950_emulate: compiles for gfx950; run it with TRITON_INTERPRET unset", file=sys.stderr)
@@ -47,13 +50,15 @@ def main(argv=None) -> int:
     import submission
     from tools import gfx950_cases as cases
 
-    targets = cases.offered_targets()
+    targets = cases.forced_combine_targets() if args.forced_combine else cases.offered_targets()
     if args.only:
         targets = [t for t in targets if args.only in t.label]
         if not targets:
             print(f"gfx950_emulate: no specialization's label contains {args.only!r}", file=sys.stderr)
             return 2
-    print(f"gfx950_emulate: {len(targets)} gfx950 specializations offered for the 8 benchmark shapes "
+    what = ("forced forms' in-kernel combine specializations at 64 x 8192" if args.forced_combine
+            else "specializations offered for the 8 benchmark shapes")
+    print(f"gfx950_emulate: {len(targets)} gfx950 {what} "
           f"(submission {Path(submission.__file__).resolve()}), "
           f"{'one small case each (--quick)' if args.quick else f'{len(cases.FULL_CASES)} cases each'}; "
           f"emulated on this CPU, no AMD GPU", flush=True)
@@ -73,7 +78,8 @@ def main(argv=None) -> int:
         for r in results:
             records.append({"target": target.label, "route": target.offered.route, "case": r.case,
                             "instructions": r.instructions, "seconds": round(r.seconds, 2), "passed": r.passed,
-                            "detail": r.detail, "violations": [str(v) for v in r.violations[:10]]})
+                            "detail": r.detail, "violations": [str(v) for v in r.violations[:10]],
+                            "atomics": r.atomics, "measures": r.measures})
     total = time.perf_counter() - started
     print(f"{len(records)} cases, {failed} failed, {sum(r[2] for r in rows):,} instructions, {total:.0f} s")
     if args.json:

@@ -84,7 +84,7 @@ _MUTANTS = (
            "every form's row clamp cut by one row: the tile rows past a split's end read row hi (one past the "
            "split's last row) instead of repeating row hi - 1; where a split ends at the KV buffer's last row, that "
            "is one row past the buffer. The MXFP4 bf16 form masks its loads by row instead of clamping; the Gluon "
-           "MXFP4 form's loads move one row further on than their rows' validity says",
+           "forms' shared clamp (_gluon_tile_rows) lets a tile's rows reach row hi",
            (Edit("rows = tl.minimum(tl.arange(0, BLOCK_N), hi - 1 - start)",
                  "rows = tl.minimum(tl.arange(0, BLOCK_N), hi - start)"),
             Edit("last_row = tl.minimum(hi - 1 - start, GROUPS * TOKENS - 1)",
@@ -93,10 +93,8 @@ _MUTANTS = (
                  "rows = tl.minimum(start + tl.arange(0, BLOCK_N), hi).to(tl.int64)"),
             Edit("= _load_mxfp4_blocks(kv_ptr, sc_ptr, rows, row_ok, stride_kv",
                  "= _load_mxfp4_blocks(kv_ptr, sc_ptr, rows, rows <= hi, stride_kv", 2),
-            Edit("last_row = gl.maximum(hi - 1 - first, 0) * stride_kv",
-                 "last_row = gl.maximum(hi - first, 0) * stride_kv"),
-            Edit("base = _gluon_mxfp4_tile_base(start, hi, BLOCK_N)\n",
-                 "base = _gluon_mxfp4_tile_base(start, hi, BLOCK_N) + 1\n", 2))),
+            Edit("return first, gl.minimum(gl.maximum(hi - 1 - first, 0), BLOCK_N - 1)",
+                 "return first, gl.minimum(gl.maximum(hi - first, 0), BLOCK_N - 1)"))),
     Mutant("output_row_shifted_by_one",
            "every store of the output one row further on: the last sequence's row lands one row past the output "
            "tensor (also the gfx950 emulator's per-access check, on the Gluon form's in-kernel merge)",
@@ -108,20 +106,22 @@ _MUTANTS = (
 
     # ---- the in-kernel combine's release and acquire on gfx950
     # (bench/combine_release.py, tests/test_combine_release.py, the gfx950 emulator) ----
-    Mutant("combine_counted_by_one_thread",
-           "the count taken by one thread after a barrier on every GPU, as NVIDIA's launches take it: on gfx950 the "
-           "other waves' partial stores may still be in flight at that thread's release, and only its wave acquires",
-           (Edit("return launch.num_warps * 64 if launch.each_thread_releases else 1", "return 1"),)),
-    Mutant("combine_acquire_dropped",
-           "the merging program's acquire dropped (a relaxed decrement): its waves read the partials unordered",
-           (Edit('recorded = gl.atomic_add(counter, -num_splits * arrival, sem="acquire", scope="gpu")',
-                 'recorded = gl.atomic_add(counter, -num_splits * arrival, sem="relaxed", scope="gpu")'),
-            Edit('recorded = tl.atomic_add(counter, -num_splits * arrival, sem="acq_rel", scope="gpu")',
-                 'recorded = tl.atomic_add(counter, -num_splits * arrival, sem="relaxed", scope="gpu")'))),
     Mutant("combine_released_by_one_thread_a_program",
-           "gfx950's in-kernel combine released by one thread for its program, as on NVIDIA: the emulator reads "
-           "another wave's partials before they are released (a stale global read)",
-           (Edit('each_thread_releases=not arch.startswith("sm_"))', "each_thread_releases=False)"),)),
+           "gfx950's in-kernel combine without its per-wave fences, as on NVIDIA: one thread's release after a "
+           "barrier, the other waves' partial stores possibly still in flight (the emulator's stale global read; "
+           "bench/combine_release.py's outstanding-at-barrier), and only that thread's wave acquires",
+           (Edit("each_wave_fences=arch in WAVE_FENCE_ARCHS)", "each_wave_fences=False)"),)),
+    Mutant("wave_fence_without_its_store_wait",
+           "the per-wave release fence without its wait for the wave's stores (s_waitcnt lgkmcnt(0) alone): they "
+           "may still be in flight when thread 0 arrives (the emulator's stale global read; the inline-asm tie to "
+           "LLVM's fence)",
+           (Edit('_WAVE_RELEASE_ASM = tl.constexpr("buffer_wbl2 sc1\\ns_waitcnt vmcnt(0) lgkmcnt(0)")',
+                 '_WAVE_RELEASE_ASM = tl.constexpr("buffer_wbl2 sc1\\ns_waitcnt lgkmcnt(0)")'),)),
+    Mutant("combine_acquire_dropped",
+           "the merging program's per-wave acquire dropped: its waves but the one that took the count back read "
+           "the partials unordered",
+           (Edit('_WAVE_ACQUIRE_ASM = tl.constexpr("s_waitcnt vmcnt(0) lgkmcnt(0)\\nbuffer_inv sc1")',
+                 '_WAVE_ACQUIRE_ASM = tl.constexpr("s_waitcnt vmcnt(0) lgkmcnt(0)")'),)),
 
     # ---- what only the gfx950 emulator runs (tests/test_gfx950_emulator.py) ----
     Mutant("gluon_ring_reads_the_stage_being_filled",
@@ -159,7 +159,7 @@ _MUTANTS = (
                  '$2 op_sel:[1,0,0]", "=v,v,v", [w, s << 23], dtype=gl.uint32, is_pure=True, pack=1)\n\n\n'
                  "def _e2m1_byte_to_pair("),)),
     Mutant("inline_asm_under_another_name", "the Triton convert called through tl.inline_asm",
-           (Edit("tl.inline_asm_elementwise(", "tl.inline_asm("),)),
+           (Edit("pairs = tl.inline_asm_elementwise(", "pairs = tl.inline_asm("),)),
     Mutant("gluon_caller_scale_unshifted", "the Gluon convert's caller passing the scale bytes unshifted",
            (Edit("_gluon_e2m1_scaled_pairs(words, scales.to(gl.uint32) << 23, ARCH)",
                  "_gluon_e2m1_scaled_pairs(words, scales.to(gl.uint32), ARCH)"),)),

@@ -196,6 +196,51 @@ def mxfp4_only(data, spelling: str = "native") -> dict:
     return {"mxfp4": (buffer, scales)}
 
 
+# A KV buffer shorter than one tile of every form (53 rows: an empty sequence, a single
+# token, 52 tokens), and one sequence of one token (a buffer of one row).
+SHORT_BUFFER_LENGTHS = [0, 1, 52]
+SINGLE_TOKEN_LENGTHS = [1]
+
+
+def empty_cache(data):
+    """data with every sequence empty and every KV format cut to 0 rows (reference's
+    quantizers need at least one row, so the formats are cut after quantizing)."""
+    kv_data = data[1]
+    cut = {"bf16": kv_data["bf16"][:0], "fp8": (kv_data["fp8"][0][:0], kv_data["fp8"][1]),
+           "mxfp4": (kv_data["mxfp4"][0][:0], kv_data["mxfp4"][1][:0])}
+    return (data[0], cut, data[2], torch.zeros_like(data[3]), data[4])
+
+
+def _inside(t: torch.Tensor, lead: int, trail: int = 2) -> torch.Tensor:
+    """An equal copy of t placed `lead` rows into a buffer `lead + trail` rows longer (its
+    other bytes 0xFF: NaN in every float format)."""
+    raw = t.view(torch.uint8) if t.element_size() == 1 else t
+    big = torch.empty((raw.shape[0] + lead + trail, *raw.shape[1:]), dtype=raw.dtype, device=raw.device)
+    big.view(torch.uint8).fill_(0xFF) if big.dtype != torch.uint8 else big.fill_(0xFF)
+    view = big[lead:lead + raw.shape[0]]
+    view.copy_(raw)
+    return view.view(t.dtype)
+
+
+def widened_scales(scales: torch.Tensor, lead_rows: int = 1, lead_columns: int = 3) -> torch.Tensor:
+    """MXFP4 scales as a view into a wider and longer byte tensor (0xFF, e8m0's NaN, around)."""
+    raw = scales.view(torch.uint8)
+    wide = torch.full((raw.shape[0] + lead_rows + 4, raw.shape[1] + lead_columns + 19), 0xFF, dtype=torch.uint8,
+                      device=raw.device)
+    wide[lead_rows:lead_rows + raw.shape[0], lead_columns:lead_columns + raw.shape[1]] = raw
+    return wide[lead_rows:lead_rows + raw.shape[0], lead_columns:lead_columns + raw.shape[1]].view(scales.dtype)
+
+
+def in_larger_buffers(data):
+    """data with q, every KV format's rows and the MXFP4 scales views inside larger buffers,
+    a few rows (and scale columns) in, the rows' starts still 16-byte aligned; what lies
+    around them is NaN."""
+    q, kv_data, qo_indptr, kv_indptr, config = data
+    kv = {"bf16": _inside(kv_data["bf16"], 3), "fp8": (_inside(kv_data["fp8"][0], 3), kv_data["fp8"][1]),
+          "mxfp4": (_inside(kv_data["mxfp4"][0], 3), widened_scales(kv_data["mxfp4"][1]))}
+    return (_inside(q, 2), kv, qo_indptr, kv_indptr, config)
+
+
 def shifted(t: torch.Tensor, elements: int = 1) -> torch.Tensor:
     """t's values (t contiguous) in a view that starts `elements` items into a fresh buffer:
     same shape and strides, but a data_ptr that is no longer 16-byte aligned."""

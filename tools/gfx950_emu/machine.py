@@ -30,6 +30,16 @@ class LaunchResult:
     violations: list
 
 
+@dataclasses.dataclass(frozen=True)
+class AtomicIssue:
+    kernel: str        # the launch's name
+    workgroup: tuple   # (x, y, z)
+    wave: int
+    line: int          # in the listing
+    active: int        # lanes active (exec)
+    performed: int     # lanes whose atomic reached memory (active, in range and in bounds)
+
+
 class Machine:
     """Runs kernel launches over one GlobalMemory, collecting violations."""
 
@@ -41,6 +51,9 @@ class Machine:
         self._compiled: dict[int, list] = {}
         self.unreleased: dict[int, list] = {}   # workgroup -> its stores not yet released
         self.trace = None                        # fn(wave, Compiled) before each instruction, for debugging
+        # Every vector atomic a wave issued: AtomicIssue (which workgroup and wave, the line,
+        # its active lanes and those whose atomic reached memory).
+        self.atomics: list[AtomicIssue] = []
 
     # ---- reports ----
     def violation(self, wave: Wave, kind: str, message: str, ins, lanes=()):
@@ -49,6 +62,10 @@ class Machine:
         self.violations.append(v)
         if len(self.violations) >= MAX_VIOLATIONS:
             raise EmulationStopped(f"{MAX_VIOLATIONS} violations; the first: {self.violations[0]}")
+
+    def record_atomic(self, wave: Wave, ins, active: int, performed: int):
+        self.atomics.append(AtomicIssue(wave.workgroup.launch.name, wave.workgroup.ids, wave.index, ins.line, active,
+                                        performed))
 
     # ---- code ----
     def compile(self, kernel: Kernel) -> list:

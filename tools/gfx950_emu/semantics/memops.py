@@ -250,7 +250,7 @@ def _global_atomic_add(ins, kernel):
 
     def run(wave):
         active = wave.exec.copy()
-        old = _atomic_add_lanes(wave, ins, nm.lanes(address_of(wave)), active, wave.v[data_row])
+        old = _atomic_add_lanes(wave, ins, nm.lanes(address_of(wave)), active, wave.v[data_row], active)
         if returns:
             data = old.view(np.uint8).reshape(64, 4).copy()
             _issue_vector_load(wave, ins, [dst_row], data, active)
@@ -403,7 +403,7 @@ def _buffer_atomic_add(ins, kernel):
     def run(wave):
         active, address, in_range = _buffer_lanes(wave, ins, voffset, descriptor, soffset, 4)
         lanes = active & in_range[:, 0]
-        old = _atomic_add_lanes(wave, ins, address, lanes, wave.v[data_row])
+        old = _atomic_add_lanes(wave, ins, address, lanes, wave.v[data_row], active)
         if returns:
             _issue_vector_load(wave, ins, [data_row], old.view(np.uint8).reshape(64, 4).copy(), active)
         else:
@@ -411,14 +411,16 @@ def _buffer_atomic_add(ins, kernel):
     return run, (1 if returns else 0)
 
 
-def _atomic_add_lanes(wave, ins, address, lanes, data) -> np.ndarray:
+def _atomic_add_lanes(wave, ins, address, lanes, data, active) -> np.ndarray:
     """Adds data[lane] at address[lane] for each lane in order (one address may take several
-    lanes); returns each lane's old value."""
+    lanes); returns each lane's old value. The machine records the issue (the wave's active
+    lanes, those performed)."""
     from ..memory import StoreRecord
     memory = wave.machine.memory
     old = np.zeros(64, dtype=U32)
     where = np.flatnonzero(lanes)
     ok = _check_bounds(wave, ins, address[where], where, 4)
+    wave.machine.record_atomic(wave, ins, int(active.sum()), int(np.count_nonzero(ok)))
     for lane, good in zip(where, ok):
         if not good:
             continue
