@@ -21,8 +21,8 @@ bf16 cache (relative RMS, rms(out - exact) / rms(exact), and the largest element
 rms(exact)): what the route's KV format and roundings cost. Measured in the same run: the
 HBM read bandwidth, and floors on the leaderboard's clock (events only; one trivial Triton
 launch). The shapes, the clocks and the byte counts are tools/leaderboard.py's. Beside
-them the table shows FlashMLA's times for the same shapes as PROBLEM.md records them
-(FLASHMLA_US: another program, another day and another clock: labelled so).
+them the table shows FlashMLA's times for the same shapes, measured on 2026-11-29 apart from
+this tree (FLASHMLA_US: another program, another day and another clock: labelled so).
 """
 from __future__ import annotations
 
@@ -40,7 +40,8 @@ from tools.leaderboard import (BENCHMARK_SHAPES, SEEDS, device_us, geomean, host
 README_BEGIN = "<!-- report:begin -->"
 README_END = "<!-- report:end -->"
 # DeepSeek's FlashMLA (CUTLASS, sm_90a, dense bf16 decode) on the lent H200, replayed from a
-# CUDA graph (device time), measured 2026-11-29 (PROBLEM.md): us per benchmark shape.
+# CUDA graph (device time), measured 2026-11-29 by a program outside this tree: us per
+# benchmark shape.
 FLASHMLA_US = dict(zip(BENCHMARK_SHAPES, (17.5, 30.9, 26.4, 93.6, 38.0, 168.0, 92.9, 585.0)))
 FLASHMLA_LABEL = "FlashMLA bf16 (H200, graph-replayed, 2026-11-29)"
 
@@ -170,8 +171,8 @@ def table(report: dict) -> str:
                   "wall time in a loop of calls (no synchronize between them). Error: the served output against "
                   "exact fp32 attention over the bf16 cache (what the route's KV format and roundings cost), "
                   "rms(out - exact) / rms(exact) and the largest element error over rms(exact). "
-                  f"{FLASHMLA_LABEL}: DeepSeek's dense bf16 decode as PROBLEM.md records it, device time of a "
-                  "CUDA-graph replay on another day, not this run nor this clock.",
+                  f"{FLASHMLA_LABEL}: DeepSeek's dense bf16 decode measured on 2026-11-29 apart from this "
+                  "tree, device time of a CUDA-graph replay on another day, not this run nor this clock.",
               "", f"Produced by `{report['command']}`, rendered by `python3 -m bench.report render`."]
     return "\n".join(lines)
 

@@ -43,7 +43,7 @@ def test_row_roofline_comes_from_the_leaderboard_clock():
     assert r["x_floor"] == pytest.approx(22.0 / 5.0)
     assert r["ideal_us"] == pytest.approx(5.0 + r["bytes"] / BANDWIDTH * 1e6)  # one-launch floor + bytes / bandwidth
     assert r["x_ideal"] == pytest.approx(22.0 / r["ideal_us"])
-    assert r["flashmla_us"] == 585.0  # PROBLEM.md's figure for 256 x 8192
+    assert r["flashmla_us"] == 585.0  # FlashMLA's recorded figure for 256 x 8192
 
 
 def test_output_errors_are_relative_to_the_exact_outputs_rms():
@@ -90,7 +90,7 @@ def test_render_writes_table_and_chart_between_the_markers(tmp_path):
         assert (f"| {r['pct_roofline']:.0f}% | {100 * r['error_vs_bf16']['rel_rms']:.2f}% | 20.0% | "
                 f"{report.FLASHMLA_US[(r['batch'], r['kv_len'])]:g} |") in inside
     assert f"leaderboard clock {data['geomean_leaderboard_us']:.1f} us" in inside
-    assert f"{report.FLASHMLA_LABEL} 68.1 us" in inside  # PROBLEM.md: geomean 68 us
+    assert f"{report.FLASHMLA_LABEL} 68.1 us" in inside  # FlashMLA's recorded geomean, 68 us
     assert f"host {data['geomean_host_us']:.1f} us" in inside
     assert "![% of roofline per shape](results/run/roofline.png)" in inside
     assert (folder / "roofline.png").stat().st_size > 1000
