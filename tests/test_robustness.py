@@ -437,6 +437,6 @@ def test_the_memcheck_step_reads_the_sanitizer_summary(tmp_path):
     for errors, code in ((0, 0), (3, 99)):
         stand_in.write_text(f"#!/bin/sh\necho '========= ERROR SUMMARY: {errors} errors'\nexit {code}\n")
         stand_in.chmod(0o755)
-        results[errors] = robustness_gpu.memcheck("triton_fp8:gluon", tmp_path / f"run{errors}", str(stand_in), 30)
+        results[errors] = robustness_gpu.memcheck("triton_fp8:gluon", tmp_path / f"run{errors}", [str(stand_in)], 30)
         assert (tmp_path / f"run{errors}" / "memcheck.log").read_text().startswith("=========")
     assert results[0]["status"] == "CLEAN" and results[3]["status"] == "ERRORS" and results[3]["errors"] == 3
