@@ -249,7 +249,10 @@ def case_short_buffer(sub, sizes, route):
 
 
 def case_single_token(sub, sizes, route):
-    return judge(sub, ragged_input(SINGLE_TOKEN_LENGTHS, seed=21))
+    # One token: the output is that token's V row as the format holds it, with no average
+    # over tokens to shrink its rounding. MXFP4's e2m1 codes miss the reference rule there
+    # (9% of elements on the H200), so an MXFP4 route refuses it and another route serves.
+    return judge(sub, ragged_input(SINGLE_TOKEN_LENGTHS, seed=21), may_refuse=route.startswith("triton_mxfp4"))
 
 
 def case_views(sub, sizes, route):
