@@ -4297,16 +4297,17 @@ FORM_ERROR_BOUNDS = {
     ("mxfp4", "torch"): ErrorBound(sequence_rms=0.0057, element=0.056),
     ("fp8", "f16"): ErrorBound(sequence_rms=0.019, element=0.16),
     ("mxfp4", "bf16"): ErrorBound(sequence_rms=0.011, element=0.093),
-    ("fp8", "e4m3_waves"): ErrorBound(sequence_rms=0.11, element=0.86),
+    ("fp8", "e4m3_waves"): ErrorBound(sequence_rms=0.11, element=0.89),
     ("mxfp4", "waves"): ErrorBound(sequence_rms=0.089, element=0.75),
     # the gfx950 Gluon forms, from torch models of their gfx950 rounding at the benchmark sizes
     # (tools/gfx950_numerics.py, which the gfx950 emulator holds to the code itself)
     ("fp8", "gluon"): ErrorBound(sequence_rms=0.11, element=0.86),
     ("mxfp4", "gluon"): ErrorBound(sequence_rms=0.087, element=0.93),
     ("fp8", "a8w8"): ErrorBound(sequence_rms=0.089, element=0.66),
-    # The Hopper forms, from their numerics modelled in torch on the GPU's inputs (CPU):
-    # two e4m3 terms 0.20% / 4.3%, one term 3.4% / 30% (the e4m3_waves and a8w8 size), MXFP4 0.22% / 2.1%.
-    ("fp8", "hopper_two_term"): ErrorBound(sequence_rms=0.0062, element=0.13),
+    # The Hopper forms, from their code on the H200 and their numerics modelled in torch on
+    # the GPU's inputs: two e4m3 terms 0.40% / 5.0%, one term 3.5% / 30% (the e4m3_waves and
+    # a8w8 size), MXFP4 0.22% / 2.1%.
+    ("fp8", "hopper_two_term"): ErrorBound(sequence_rms=0.013, element=0.16),
     ("fp8", "hopper_one_term"): ErrorBound(sequence_rms=0.11, element=0.92),
     ("mxfp4", "hopper"): ErrorBound(sequence_rms=0.0066, element=0.064),
 }

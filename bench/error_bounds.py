@@ -49,7 +49,9 @@ MEASUREMENTS = ("results/2026-11-30-h200-session2/verify/verify_errors.json",
                 # the Hopper forms' numerics modelled in torch on a CPU (bench/verify_errors.py's model_* routes)
                 "results/2026-12-03-cpu-hopper-error-bounds/verify_errors.json",
                 # the gfx950 Gluon forms' torch models (tools/gfx950_numerics.py), benchmark sizes
-                "results/2026-12-03-cpu-gluon-error-bounds/verify_errors.json")
+                "results/2026-12-03-cpu-gluon-error-bounds/verify_errors.json",
+                # every launch candidate on the H200, the Hopper forms' own code among them
+                "results/2026-12-03-h200-final/run1/verify/verify_errors.json")
 LEGACY_FORMS = {"torch[": "torch", "reference_a8w8": "a8w8", "coming_fp8": "e4m3_waves", "coming_mxfp4": "waves",
                 "form=e4m3,": "e4m3_waves", "form=scaled,": "waves", "form=f16,": "f16", "form=bf16,": "bf16",
                 "triton_fp8[splits=": "f16", "triton_mxfp4[splits=": "bf16"}
@@ -78,6 +80,14 @@ def form_of(row: dict) -> str:
     return matches[0]
 
 
+def counts_for_its_form(row: dict) -> bool:
+    """Whether a row measures its form's own numerics. The "gluon" bounds are the gfx950
+    code's: only the models of its rounding count (gluon_*_gfx950_model); the NVIDIA twin
+    of a Gluon form (MLA_ROUTE=...:gluon on an NVIDIA GPU) rounds otherwise (MXFP4: a bf16
+    Q where gfx950 multiplies e4m3)."""
+    return form_of(row) != "gluon" or "gfx950_model" in row["candidate"]
+
+
 def round_up(value: float, digits: int = 2) -> float:
     """value rounded up to `digits` significant digits."""
     if value <= 0:
@@ -92,7 +102,7 @@ def measured_bounds(paths=MEASUREMENTS) -> dict:
     worst = {}
     for path in paths:
         for row in json.loads((ROOT / path).read_text())["rows"]:
-            if row["category"] != "regular":
+            if row["category"] != "regular" or not counts_for_its_form(row):
                 continue
             key = (row["kv_format"], form_of(row))
             entry = worst.setdefault(key, {})
