@@ -33,7 +33,8 @@ PINNED_TRITON = re.search(r"^triton==(\S+)$", (ROOT / "tools" / "torch-triton-pi
 
 
 # --- the rules, on small listings ---------------------------------------------------------
-# One thread releases for the program after a barrier (NVIDIA's count: on gfx950 it misses other waves' stores).
+# One thread releases for the program after a barrier (NVIDIA's count: on gfx950 it misses
+# other waves' stores); {acquire}: what each wave runs before it reads the other partials.
 ONE_THREAD_RELEASES = """kernel:
 \tglobal_store_dwordx4 v1, v[2:5], s[4:5]
 {between}\ts_barrier
@@ -50,7 +51,7 @@ ONE_THREAD_RELEASES = """kernel:
 \tds_write_b32 v1, v1
 \ts_barrier
 \tds_read_b32 v1, v1
-\tglobal_load_dword v3, v1, s[4:5]
+{acquire}\tglobal_load_dword v3, v1, s[4:5]
 \ts_endpgm
 """
 # The first active lane of exec, as the AMDGPU atomic optimizer selects it.
@@ -89,27 +90,9 @@ EACH_WAVE_RELEASES = """kernel:
 # release as LLVM emits it, written as inline assembly: its 2nd line unindented as the
 # printer leaves it) before the barrier; thread 0 alone arrives; after the count is shared,
 # every wave acquires for itself. An earlier barrier passed with a store in flight is no
-# finding when the store is retired before the barrier the arrival follows.
-WAVE_FENCES = """kernel:
-\tglobal_store_dwordx4 v1, v[2:5], s[4:5]
-\ts_barrier
-{fence}\ts_barrier
-\tv_cmp_eq_u32_e32 vcc, 0, v0
-\ts_and_saveexec_b64 s[2:3], vcc
-\ts_cbranch_execz .LBB0_2
-\tbuffer_wbl2 sc1
-\ts_waitcnt vmcnt(0)
-\tglobal_atomic_add v1, v1, v2, s[4:5] sc0
-\ts_waitcnt vmcnt(0)
-\tbuffer_inv sc1
-.LBB0_2:
-\ts_or_b64 exec, exec, s[2:3]
-\tds_write_b32 v1, v1
-\ts_barrier
-\tds_read_b32 v1, v1
-{acquire}\tglobal_load_dword v3, v1, s[4:5]
-\ts_endpgm
-"""
+# finding when the store is retired before the barrier the arrival follows. The listing is
+# the one-thread one with a barrier and the waves' {fence} before the arrival's barrier.
+WAVE_FENCES = ONE_THREAD_RELEASES.replace("{between}", "\ts_barrier\n{fence}")
 RELEASE_FENCE = "\t;;#ASMSTART\n\tbuffer_wbl2 sc1\ns_waitcnt vmcnt(0) lgkmcnt(0)\n\t;;#ASMEND\n"
 ACQUIRE_FENCE = "\t;;#ASMSTART\n\tbuffer_inv sc1\n\t;;#ASMEND\n"
 
@@ -121,14 +104,16 @@ def kinds(asm: str) -> dict:
 def test_one_thread_releasing_after_a_barrier_is_found():
     # the other waves pass the barrier with their store in flight and skip the release;
     # they read after the broadcast with no acquire of their own
-    assert kinds(ONE_THREAD_RELEASES.format(between="")) == {"outstanding-at-barrier": 1, "read-before-acquire": 1}
+    assert kinds(ONE_THREAD_RELEASES.format(between="", acquire="")) == {
+        "outstanding-at-barrier": 1, "read-before-acquire": 1}
 
 
 def test_vmcnt_counts_in_issue_order():
     # one load after the store: vmcnt(1) retires the store, vmcnt(2) does not
     load = "\tglobal_load_dword v9, v1, s[4:5]\n"
-    assert kinds(ONE_THREAD_RELEASES.format(between=load + "\ts_waitcnt vmcnt(1)\n")) == {"read-before-acquire": 1}
-    assert kinds(ONE_THREAD_RELEASES.format(between=load + "\ts_waitcnt vmcnt(2)\n")) == {
+    assert kinds(ONE_THREAD_RELEASES.format(between=load + "\ts_waitcnt vmcnt(1)\n", acquire="")) == {
+        "read-before-acquire": 1}
+    assert kinds(ONE_THREAD_RELEASES.format(between=load + "\ts_waitcnt vmcnt(2)\n", acquire="")) == {
         "outstanding-at-barrier": 1, "read-before-acquire": 1}
 
 
@@ -242,26 +227,23 @@ def test_the_arrival_without_the_wave_fences_is_caught(tmp_path):
             assert {"outstanding-at-barrier", "read-before-acquire"} <= set(entry["findings"]), entry
 
 
-def test_a_wave_fence_that_does_not_wait_for_its_stores_is_caught(tmp_path):
-    """The per-wave release fence without its s_waitcnt vmcnt(0): a wave's partial stores may
-    still be in flight at the barrier thread 0's arrival follows. (The gfx950 emulator runs
-    workgroups one after another, so a write-back that completes after the arrival still
-    precedes the merging program there: this check is the one that sees it.)"""
-    report = _check_compiled(tmp_path, write_mutant("wave_fence_without_its_store_wait", tmp_path / "no_wait"),
-                             "fp8:gluon,fp8:e4m3_waves")
+# Deliberately wrong arrivals (tools/mutants.py), each with the one finding it must give:
+# the per-wave release fence without its s_waitcnt vmcnt(0) (a wave's partial stores may
+# still be in flight at the barrier thread 0's arrival follows; the gfx950 emulator runs
+# workgroups one after another, so a write-back that completes after the arrival still
+# precedes the merging program there: this check is the one that sees it), and the
+# merging waves' acquire dropped.
+WRONG_ARRIVALS = {"wave_fence_without_its_store_wait": "outstanding-at-barrier",
+                  "combine_acquire_dropped": "read-before-acquire"}
+
+
+@pytest.mark.parametrize("mutant", list(WRONG_ARRIVALS))
+def test_a_wrong_arrival_is_caught(tmp_path, mutant):
+    report = _check_compiled(tmp_path, write_mutant(mutant, tmp_path / mutant), "fp8:gluon,fp8:e4m3_waves")
     entries = [e for e in report["specializations"] if "compile_error" not in e]
     assert any(e["language"] == "triton" for e in entries)
     for entry in entries:
-        assert set(entry["findings"]) == {"outstanding-at-barrier"}, entry
-
-
-def test_a_dropped_acquire_is_caught(tmp_path):
-    report = _check_compiled(tmp_path, write_mutant("combine_acquire_dropped", tmp_path / "no_acquire"),
-                             "fp8:gluon,fp8:e4m3_waves")
-    entries = [e for e in report["specializations"] if "compile_error" not in e]
-    assert any(e["language"] == "triton" for e in entries)
-    for entry in entries:
-        assert set(entry["findings"]) == {"read-before-acquire"}, entry
+        assert set(entry["findings"]) == {WRONG_ARRIVALS[mutant]}, entry
 
 
 # --- on the GPU under test ----------------------------------------------------------------
