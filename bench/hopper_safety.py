@@ -110,9 +110,7 @@ def memory_safety_counts(log: Path) -> dict:
 
 def memcheck_errors(log: Path) -> int | None:
     """compute-sanitizer's ERROR SUMMARY count, None when the log has none."""
-    text = log.read_text() if log.is_file() else ""
-    found = re.findall(r"ERROR SUMMARY: (\d+) error", text)
-    return int(found[-1]) if found else None
+    return external_programs.sanitizer_summary(log.read_text() if log.is_file() else "")[1]
 
 
 def sanitizer_command(wheel: str, scratch: Path) -> tuple[list | None, str]:

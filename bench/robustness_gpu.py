@@ -439,8 +439,7 @@ def memcheck(route: str, out_dir: Path, sanitizer: list, timeout: int = MEMCHECK
         return {"status": "TIMEOUT", "seconds": timeout, "output": str(stopped.stdout or "")[-2000:]}
     output = proc.stdout + proc.stderr
     (out_dir / "memcheck.log").write_text(output)
-    summary = next((line for line in reversed(output.splitlines()) if "ERROR SUMMARY" in line), "")
-    errors = int(re.search(r"ERROR SUMMARY: (\d+)", summary).group(1)) if summary else None
+    summary, errors = external_programs.sanitizer_summary(output)
     status = "CLEAN" if proc.returncode == 0 and errors == 0 else "ERRORS" if errors else f"EXIT {proc.returncode}"
     return {"status": status, "errors": errors, "summary": summary, "exit": proc.returncode,
             "seconds": round(time.perf_counter() - began, 1)}

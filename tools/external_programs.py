@@ -215,6 +215,15 @@ def command(name: str) -> list[str]:
     return list(found)
 
 
+def sanitizer_summary(output: str) -> tuple[str, int | None]:
+    """compute-sanitizer's last "ERROR SUMMARY: N errors" line and N; ("", None) where the
+    output has none (the run stopped before its summary)."""
+    lines = [line for line in output.splitlines() if re.search(r"ERROR SUMMARY: \d+ error", line)]
+    if not lines:
+        return "", None
+    return lines[-1], int(re.search(r"ERROR SUMMARY: (\d+)", lines[-1]).group(1))
+
+
 def main() -> int:
     for name, program in PROGRAMS.items():
         why = problem(name)
