@@ -2160,9 +2160,9 @@ def _mla_decode_gluon_kernel(
 # is _q_e4m3_scale_rule's, written out in _hopper_q_fp8: a call of _gluon_q_e4m3_scale there
 # compiles to the same instructions in another order, not the code that ran. Two programs fit
 # an SM (shared memory 84-109 KiB, at most 255 registers), so the leading splits fill 2 x the
-# SM count. The code is what ran on the H200 in results/2026-12-03-h200-hopper-forms
-# (bench/hopper_code_identity.py compares its SASS with the commit that ran): a change to it
-# needs a device run before it is offered.
+# SM count. The code is what ran on the H200 in results/2026-12-03-h200-final and
+# results/2026-12-03-h200-hopper-bounds (bench/code_unchanged.py shows whether a change
+# reaches its sm_90 code): a change to it needs a device run before it is offered.
 #
 # Tokens are the MMA's M side, so the 16 heads are its N and nothing is padded:
 #   S^T [64 tokens, 16 heads] = K [64, 576] . Q^T           (K from the ring stage, Q^T staged once)
