@@ -1,18 +1,20 @@
 """What ptxas makes of the Hopper forms (submission.py section 2.4), on any machine.
 
-    python3 -m bench.hopper_sm90
+    python3 -m bench.hopper_sm90 [--opcodes]
 
 Every distinct specialization of the Hopper forms that the autopick offers for the 8
 benchmark shapes on the H200 (tools/compile_target.py's offered_launches for sm_90: their
 decode kernels) is compiled for sm_90 into an empty Triton cache and read: one line each
 with its registers, spilled bytes and shared memory (the bundled ptxas -v on its PTX), its
 warpgroup MMAs in the SASS (QGMMA fp8, HGMMA bf16), the main loop's instructions a warp a
-64-token tile, and whether ptxas serialized the wgmmas (its advisory C7514: every wgmma
-then waits for the one before, a measured slowdown on the H200). Exit status 1 when a
-specialization has no wgmma or has them serialized.
+64-token tile (with --opcodes, also that loop's instructions by opcode), and whether ptxas
+serialized the wgmmas (its advisory C7514: every wgmma then waits for the one before, a
+measured slowdown on the H200). Exit status 1 when a specialization has no wgmma or has them
+serialized.
 """
 from __future__ import annotations
 
+import argparse
 import collections
 import os
 import re
@@ -27,7 +29,7 @@ if os.environ.get("TRITON_INTERPRET") == "1":
 import triton  # noqa: E402
 
 import submission as sub  # noqa: E402
-from bench.sass_loop import disassemble  # noqa: E402
+from bench.sass_loop import disassemble, main_loop  # noqa: E402
 from tools import compile_target, external_programs  # noqa: E402
 
 
@@ -54,21 +56,21 @@ def ptxas_report(ptx: str) -> str:
 
 
 def main_loop_size(sass: str) -> int:
-    """Instructions of the innermost backward branch whose body holds the wgmmas (the tile loop)."""
-    lines = sass.splitlines()
-    labels = {m.group(1): i for i, line in enumerate(lines) if (m := re.match(r"\s*\.(L_x_\d+):", line))}
-    instruction = re.compile(r"\s*/\*[0-9a-f]+\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)")
-    best = None
-    for i, line in enumerate(lines):
-        branch = re.search(r"BRA `\(\.(L_x_\d+)\)", line)
-        if branch and labels.get(branch.group(1), i) < i:
-            body = [m.group(1) for b in lines[labels[branch.group(1)]:i + 1] if (m := instruction.match(b))]
-            if any("GMMA" in op for op in body):
-                best = len(body) if best is None else min(best, len(body))
-    return best or 0
+    """Instructions of the tile loop (the one holding the warpgroup MMAs), 0 where none does."""
+    return len(main_loop(sass, "GMMA"))
+
+
+def opcode_counts(opcodes: list) -> str:
+    """"LOP3 309, IMAD 224, ...": the opcodes (modifiers dropped) by count, most first."""
+    counts = collections.Counter(op.split(".")[0] for op in opcodes)
+    return ", ".join(f"{op} {n}" for op, n in counts.most_common())
 
 
 def main() -> int:
+    parser = argparse.ArgumentParser(description="What ptxas makes of the Hopper forms (sm_90).")
+    parser.add_argument("--opcodes", action="store_true",
+                        help="after each specialization's line, its tile loop's instructions by opcode")
+    show_opcodes = parser.parse_args().opcodes
     failed = False
     specializations = hopper_specializations()
     with tempfile.TemporaryDirectory() as cache:
@@ -85,6 +87,8 @@ def main() -> int:
             print(f"{label}: {registers} registers, {spilled} bytes spilled, {compiled.metadata.shared} bytes of "
                   f"shared memory, {dict(mmas)}, main loop {main_loop_size(sass)} instructions a warp"
                   + (", wgmma SERIALIZED (ptxas C7514)" if serialized else ""), flush=True)
+            if show_opcodes:
+                print(f"    loop by opcode: {opcode_counts(main_loop(sass, 'GMMA'))}", flush=True)
     print(f"{len(specializations)} Hopper specializations compiled for sm_90")
     return 1 if failed or not specializations else 0
 

@@ -40,18 +40,28 @@ def disassemble(cubin: bytes) -> str:
                               check=True).stdout
 
 
-def main_loop_mix(sass: str) -> collections.Counter:
+def main_loop(sass: str, mma: str = "HMMA") -> list:
+    """The opcodes of the tile loop: the shortest body of a backward branch that holds an
+    instruction named with `mma` (HMMA: mma.sync; GMMA: warpgroup MMAs); [] where none does."""
     lines = sass.splitlines()
     labels = {m.group(1): i for i, line in enumerate(lines) if (m := re.match(r"\s*\.(L_x_\d+):", line))}
     instruction = re.compile(r"\s*/\*[0-9a-f]+\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)")
+    loop = []
     for i, line in enumerate(lines):
         branch = re.search(r"BRA `\(\.(L_x_\d+)\)", line)
         if branch and labels.get(branch.group(1), i) < i:
-            mix = collections.Counter(m.group(1) for body in lines[labels[branch.group(1)]:i + 1]
-                                      if (m := instruction.match(body)))
-            if any(op.startswith("HMMA") for op in mix):
-                return mix
-    raise RuntimeError("no loop with MMAs found in the SASS")
+            body = [m.group(1) for b in lines[labels[branch.group(1)]:i + 1] if (m := instruction.match(b))]
+            if any(mma in op for op in body) and (not loop or len(body) < len(loop)):
+                loop = body
+    return loop
+
+
+def main_loop_mix(sass: str) -> collections.Counter:
+    """The tile loop's opcodes (with their modifiers) by count."""
+    loop = main_loop(sass)
+    if not loop:
+        raise RuntimeError("no loop with MMAs found in the SASS")
+    return collections.Counter(loop)
 
 
 def main():
