@@ -55,11 +55,6 @@ def ptxas_report(ptx: str) -> str:
                               capture_output=True, text=True).stderr
 
 
-def main_loop_size(sass: str) -> int:
-    """Instructions of the tile loop (the one holding the warpgroup MMAs), 0 where none does."""
-    return len(main_loop(sass, "GMMA"))
-
-
 def opcode_counts(opcodes: list) -> str:
     """"LOP3 309, IMAD 224, ...": the opcodes (modifiers dropped) by count, most first."""
     counts = collections.Counter(op.split(".")[0] for op in opcodes)
@@ -81,14 +76,15 @@ def main() -> int:
             registers = re.search(r"Used (\d+) registers", report).group(1)
             spilled = re.search(r"(\d+) bytes spill stores", report).group(1)
             sass = disassemble(compiled.asm["cubin"])
+            loop = main_loop(sass, "GMMA")  # the tile loop: the one holding the warpgroup MMAs
             mmas = collections.Counter(m.group(1) for m in re.finditer(r"\b([QH]GMMA)\.", sass))
             serialized = "C7514" in report
             failed |= serialized or not mmas
             print(f"{label}: {registers} registers, {spilled} bytes spilled, {compiled.metadata.shared} bytes of "
-                  f"shared memory, {dict(mmas)}, main loop {main_loop_size(sass)} instructions a warp"
+                  f"shared memory, {dict(mmas)}, main loop {len(loop)} instructions a warp"
                   + (", wgmma SERIALIZED (ptxas C7514)" if serialized else ""), flush=True)
             if show_opcodes:
-                print(f"    loop by opcode: {opcode_counts(main_loop(sass, 'GMMA'))}", flush=True)
+                print(f"    loop by opcode: {opcode_counts(loop)}", flush=True)
     print(f"{len(specializations)} Hopper specializations compiled for sm_90")
     return 1 if failed or not specializations else 0
 

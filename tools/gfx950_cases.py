@@ -129,9 +129,7 @@ def forced_combine_targets() -> list[Target]:
     forms only (python3 -m tools.gfx950_emulate --forced-combine)."""
     targets = []
     data = ct.contract_inputs(64, 8192)
-    for record in sub.KERNEL_FORMS:
-        if record.gluon_arch and "gfx950" not in sub.GLUON_ARCH_DEVICES[record.gluon_arch]:
-            continue  # written for another GPU (the Hopper forms): never forced on an MI355X
+    for record in (record for record in sub.KERNEL_FORMS if sub.form_runs_on(record, "gfx950")):
         launch = sub.triton_launch_candidates(record.kv_format, 64, 8192, ct.DEVICE_CUS["gfx950"], "gfx950",
                                               form=record.name)[0]
         launch = dataclasses.replace(launch, combine_in_kernel=True)
