@@ -287,19 +287,16 @@ _DOT_SCALED_E4M3 = gl.constexpr("e4m3") if GLUON_AVAILABLE and _TRITON_VERSION <
 
 # -------------------------------------------------------------------------------------
 # 2.1 Rules the forms share
-# A rule both kernel languages use is written once, as a plain function jitted for each
-# (_in_both_languages). Its body takes only tl.* operations on the values it is given, no
-# layouts: Gluon runs those through its own semantics (as Triton's Gluon does for the tl.*
-# functions it re-exports, gl.cdiv and gl.max among them), so both compile the same
-# operations. What needs layouts is written once per language (the in-program merge,
-# the arrival protocol), and the Gluon version says which Triton one it follows.
+# Each rule is one Triton JIT function that every kernel calls, Triton's and Gluon's alike:
+# a JIT function called from a Gluon kernel is compiled with Gluon's semantics (Triton's
+# code generator hands the callee its caller's language), so a rule's body takes only tl.*
+# operations on the values it is given and makes no layout. What needs layouts is written
+# once per language (the in-program merge, the row stores, the arrival protocol), and the
+# Gluon version says which Triton one it follows. tests/test_rules.py states each rule in
+# Python and holds every language's version to it.
 # -------------------------------------------------------------------------------------
-def _in_both_languages(rule):
-    """(The Triton JIT function, the Gluon one) of a rule written once for both."""
-    return triton.jit(rule), gluon_jit(rule)
-
-
-def _split_bounds_rule(kv_indptr_ptr, b, split, kv_rows, num_splits, BLOCK_N: tl.constexpr):
+@triton.jit
+def _split_bounds(kv_indptr_ptr, b, split, kv_rows, num_splits, BLOCK_N: tl.constexpr):
     # Program (split, b)'s token range [lo, hi): sequence b's rows, clamped to the buffer
     # whatever kv_indptr says, cut into num_splits runs of whole tiles.
     seq_end = tl.minimum(tl.maximum(tl.load(kv_indptr_ptr + b + 1), 0), kv_rows)
@@ -309,15 +306,10 @@ def _split_bounds_rule(kv_indptr_ptr, b, split, kv_rows, num_splits, BLOCK_N: tl
     return lo, tl.minimum(lo + chunk, seq_end)
 
 
-_split_bounds, _gluon_split_bounds = _in_both_languages(_split_bounds_rule)
-
-
-def _query_row_rule(qo_indptr_ptr, b, total_q):
+@triton.jit
+def _query_row(qo_indptr_ptr, b, total_q):
     # Sequence b's query row, clamped to Q whatever qo_indptr says.
     return tl.minimum(tl.maximum(tl.load(qo_indptr_ptr + b), 0), total_q - 1)
-
-
-_query_row, _gluon_query_row = _in_both_languages(_query_row_rule)
 
 
 # Q's e4m3 scale, per head, in the forms that multiply Q in e4m3 (fp8 e4m3_waves and gluon,
@@ -331,15 +323,13 @@ _query_row, _gluon_query_row = _in_both_languages(_query_row_rule)
 # carries it into the scores; the interpreter's e4m3 cannot hold a NaN, so there the forms
 # take it into amax: _emulated_amax.) tests/test_q_e4m3_scale.py states the rule in Python
 # and holds every version to it.
-def _q_e4m3_scale_rule(amax):
+@triton.jit
+def _q_e4m3_scale(amax):
     amax_exponent = (amax.to(tl.int32, bitcast=True) >> 23) & 0xFF  # biased: 0 for 0, 255 for inf and NaN
     scale_bits = tl.minimum(tl.maximum(261 - amax_exponent, 1), 253)  # 2^(134 - exponent), within fp32's normals
     scale = (scale_bits << 23).to(tl.float32, bitcast=True)
     inverse = ((254 - scale_bits) << 23).to(tl.float32, bitcast=True)
     return scale, tl.where(amax_exponent == 255, float("nan"), inverse)
-
-
-_q_e4m3_scale, _gluon_q_e4m3_scale = _in_both_languages(_q_e4m3_scale_rule)
 
 
 @triton.jit
@@ -351,12 +341,10 @@ def _emulated_amax(amax, x, EMULATE: tl.constexpr):
     return amax
 
 
-def _e8m0_of_rule(x):
+@triton.jit
+def _e8m0_of(x):
     # The e8m0 byte of a power of two (its fp32 exponent bits) or of NaN (0xFF).
     return (x.to(tl.int32, bitcast=True) >> 23).to(tl.uint8)
-
-
-_e8m0_of, _gluon_e8m0_of = _in_both_languages(_e8m0_of_rule)
 
 
 @triton.jit
@@ -433,44 +421,66 @@ def _empty_softmax_state(COLUMNS: tl.constexpr):
 
 
 @triton.jit
-def _online_softmax_step(s, m_i, l_i):
-    # s: this tile's scores (log2 domain, -inf where masked). Returns the tile's
-    # probabilities, the factor that rescales what was accumulated, and the new state.
-    m_new = tl.maximum(m_i, tl.max(s, 1))
-    alpha = tl.math.exp2(m_i - m_new)
-    p = tl.math.exp2(s - m_new[:, None])
-    return p, alpha, m_new, l_i * alpha + tl.sum(p, 1)
-
-
-@triton.jit
 def _empty_group_state(GROUPS: tl.constexpr, COLUMNS: tl.constexpr):
     # _empty_softmax_state for each of GROUPS token groups: ([G, 16], [G, 16], [G, 16, COLUMNS]).
     return (tl.full([GROUPS, _TL_HEADS], float("-inf"), tl.float32), tl.zeros([GROUPS, _TL_HEADS], tl.float32),
             tl.zeros([GROUPS, _TL_HEADS, COLUMNS], tl.float32))
 
 
-def _group_softmax_step_rule(s, m_i, l_i):
-    # _online_softmax_step per (group, head): s [G, 16, T] (log2 domain, -inf where
-    # masked). A group can have no valid row yet (all its rows past the split's end): its
-    # max stays -inf and is subtracted as 0, so its probabilities and factor are 0, not
-    # inf - inf = NaN.
-    m_new = tl.maximum(m_i, tl.max(s, 2))
-    m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
+# The online softmax and the log-sum-exp merges (log2 domain). A running maximum or a part's
+# log2-sum-exp is -inf where nothing was seen yet (a group or split whose rows all lie past
+# its end, an empty sequence); what a merge subtracts is then 0 (_subtracted_max), so the
+# factors and weights of such a part are 0, never inf - inf = NaN. Maxima are IEEE maxNum
+# (a NaN score does not become the maximum): a NaN score's own probability is NaN, so its
+# head's sum and output come out NaN, as exact attention's do.
+@triton.jit
+def _subtracted_max(m):
+    # The maximum that a softmax step or a merge subtracts: m, or 0 where m is -inf.
+    return tl.where(m == float("-inf"), 0.0, m)
+
+
+@triton.jit
+def _softmax_step(s, m_i, tile_max, AXIS: tl.constexpr):
+    # One step of every form's online softmax: s a tile's scores (-inf where masked), its
+    # tokens along AXIS; m_i the running maximum per head; tile_max s's maximum along AXIS
+    # (reduced as the form's layout allows). Returns the tile's probabilities, the factor
+    # that rescales what was accumulated (the running sum and the output), and the new
+    # running maximum.
+    m_new = tl.maximum(m_i, tile_max)
+    m_safe = _subtracted_max(m_new)
     alpha = tl.math.exp2(m_i - m_safe)
-    p = tl.math.exp2(s - tl.expand_dims(m_safe, 2))
-    return p, alpha, m_new, l_i * alpha + tl.sum(p, 2)
+    p = tl.math.exp2(s - tl.expand_dims(m_safe, AXIS))
+    return p, alpha, m_new
 
 
-_group_softmax_step, _gluon_softmax_step = _in_both_languages(_group_softmax_step_rule)
+@triton.jit
+def _merge_weight(x, x_max):
+    # A part's weight in a log-sum-exp merge: x the part's maximum or log2-sum-exp (a wave
+    # group's running maximum, a split's lse), x_max the largest over the parts,
+    # broadcastable to x.
+    return tl.math.exp2(x - _subtracted_max(x_max))
+
+
+@triton.jit
+def _normalized(acc, l_i):
+    # A program's accumulated output [16, C] over its running sum [16]: one reciprocal a
+    # head; an empty range (l = 0) gives zeros.
+    return acc * tl.expand_dims(1.0 / tl.where(l_i > 0, l_i, 1.0), 1)
+
+
+@triton.jit
+def _log2_sum_exp(m_i, l_i):
+    # A split's log2-sum-exp (its part's weight in the merge of splits): -inf for an empty range.
+    return tl.where(l_i > 0, m_i + tl.math.log2(l_i), float("-inf"))
 
 
 @triton.jit
 def _group_merge_weights(m_i, l_i):
     # The G token groups' softmax states (m_i, l_i [G, 16], log2 domain) -> each group's
-    # weight in the merge [G, 16] (0 for a group that saw no valid row), and the merged
-    # (m [16], l [16]). Reductions over 16 values a group: cheap even across the waves.
+    # weight in the merge [G, 16], and the merged (m [16], l [16]). Reductions over 16
+    # values a group: cheap even across the waves.
     m = tl.max(m_i, 0)
-    w = tl.math.exp2(m_i - tl.where(m == float("-inf"), 0.0, m)[None, :])
+    w = _merge_weight(m_i, m[None, :])
     return w, m, tl.sum(l_i * w, 0)
 
 
@@ -537,9 +547,9 @@ def _combine_splits_in_program(part_o_ptr, part_lse_ptr, b, num_splits):
     lse_max = tl.full([_TL_HEADS], float("-inf"), tl.float32)
     for s in range(num_splits):
         lse_max = tl.maximum(lse_max, tl.load(lse_base + s * _TL_HEADS, cache_modifier=".cg"))
-    lse_max = tl.where(lse_max == float("-inf"), 0.0, lse_max)
     acc = tl.zeros([_TL_HEADS, _TL_NOPE], tl.float32)
     w_sum = tl.zeros([_TL_HEADS], tl.float32)
+    lse_max = _subtracted_max(lse_max)
     for s in range(num_splits):
         w = tl.math.exp2(tl.load(lse_base + s * _TL_HEADS, cache_modifier=".cg") - lse_max)
         acc += w[:, None] * tl.load(o_base + s * _TL_HEADS * _TL_NOPE, cache_modifier=".cg")
@@ -626,7 +636,7 @@ def _combine_splits_kernel(qo_indptr_ptr, out_ptr, part_o_ptr, part_lse_ptr, tot
     part = b.to(tl.int64) * num_splits + split
     lse = tl.load(part_lse_ptr + part * _TL_HEADS + head, mask=used, other=float("-inf"))
     lse_max = tl.max(lse, 0)
-    weight = tl.math.exp2(lse - tl.where(lse_max == float("-inf"), 0.0, lse_max))
+    weight = _merge_weight(lse, lse_max)
     o = tl.load(part_o_ptr + (part * _TL_HEADS + head)[:, None] * _TL_NOPE + cols[None, :], mask=used[:, None],
                 other=0.0)
     w_sum = tl.sum(weight, 0)
@@ -690,7 +700,8 @@ def _attend_fp8_f16(q_nope, q_pe, kv_ptr, kv_scale_ptr, lo, hi, qk_scale, stride
         s = tl.dot(q_pe, tl.trans(k_pe), acc=tl.dot(q_nope, tl.trans(k_nope)))
         # Two multiplies, not one by their product, which can under- or overflow.
         s = tl.where(row_ok[None, :], s * q_scale[:, None] * score_scale, float("-inf"))  # log2 domain
-        p, alpha, m_i, l_i = _online_softmax_step(s, m_i, l_i)
+        p, alpha, m_i = _softmax_step(s, m_i, tl.max(s, 1), 1)
+        l_i = l_i * alpha + tl.sum(p, 1)
         # Read V again (L2, not HBM) rather than reuse k_nope: a load that feeds one
         # product keeps its own operand layout and frees registers (5-20% faster on the
         # H200, results/2026-11-29-h200-fp8-reload).
@@ -757,7 +768,8 @@ def _attend_fp8_e4m3_waves(q_nope, q_pe, kv_ptr, kv_scale_ptr, lo, hi, qk_scale,
         k_pe = tl.load(tile_rows + _TL_NOPE + tl.arange(0, _TL_ROPE)[None, None, :])
         s = tl.dot(q_pe, tl.permute(k_pe, (0, 2, 1)), acc=s)
         s = tl.where(row_ok[:, None, :], s * q_inverse[None, :, None] * score_scale, float("-inf"))  # log2 domain
-        p, alpha, m_i, l_i = _group_softmax_step(s, m_i, l_i)
+        p, alpha, m_i = _softmax_step(s, m_i, tl.max(s, 2), 2)
+        l_i = l_i * alpha + tl.sum(p, 2)
         p = _to_e4m3(p * 256.0, EMULATE)
         alpha = alpha[:, :, None]
         # V (the same rows' first 512 columns, again from L2) in the same chunks.
@@ -807,7 +819,8 @@ def _attend_mxfp4_bf16(q_nope, q_pe, kv_ptr, sc_ptr, lo, hi, qk_scale, stride_kv
                                   16, 2, BLOCK_N, DOT_DTYPE, "")
         s = tl.dot(q_pe, tl.trans(k_pe), acc=tl.dot(q_nope, tl.trans(k_nope)))
         s = tl.where(row_ok[None, :], s * qk_scale, float("-inf"))  # log2 domain
-        p, alpha, m_i, l_i = _online_softmax_step(s, m_i, l_i)
+        p, alpha, m_i = _softmax_step(s, m_i, tl.max(s, 1), 1)
+        l_i = l_i * alpha + tl.sum(p, 1)
         # Decoding is the costly part: V is the decoded K tile, not a second read
         # (re-reading, as fp8 does, measured 16-21% slower here).
         acc = tl.dot(p.to(DOT_DTYPE), k_nope, acc=acc * alpha[:, None])
@@ -973,7 +986,8 @@ def _attend_mxfp4_waves(q_nope, q_pe, kv_ptr, sc_ptr, lo, hi, qk_scale, stride_k
         s = tl.dot(k_pe, q_pe_t, acc=s)
         s = tl.where(row_ok[:, None], s * qk_scale, float("-inf"))  # log2 domain
         s = tl.permute(s.reshape(GROUPS, TOKENS, _TL_HEADS), (0, 2, 1))
-        p, alpha, m_i, l_i = _group_softmax_step(s, m_i, l_i)
+        p, alpha, m_i = _softmax_step(s, m_i, tl.max(s, 2), 2)
+        l_i = l_i * alpha + tl.sum(p, 2)
         p = p.to(DOT_DTYPE)
         acc0 = _value_part(acc0, alpha, p, row_words, row_scales, stride_sc, 0, DOT_DTYPE, CONVERT)
         acc1 = _value_part(acc1, alpha, p, row_words, row_scales, stride_sc, 1, DOT_DTYPE, CONVERT)
@@ -1032,10 +1046,10 @@ def _mla_decode_kernel(
             tl.static_assert(FORM == "waves")
             acc, m_i, l_i = _attend_mxfp4_waves(q_nope, q_pe, kv_ptr, kv_scale_ptr, lo, hi, qk_scale, stride_kv,
                                                 stride_sr, stride_sc, BLOCK_N, WAVE_GROUPS, HW_CONVERT, EMULATE)
-    o = acc * (1.0 / tl.where(l_i > 0, l_i, 1.0))[:, None]  # one reciprocal a head; an empty range: zeros
+    o = _normalized(acc, l_i)
     if SPLIT:
         part = b.to(tl.int64) * num_splits + split
-        lse = tl.where(l_i > 0, m_i + tl.math.log2(l_i), float("-inf"))
+        lse = _log2_sum_exp(m_i, l_i)
         tl.store(part_lse_ptr + part * _TL_HEADS + heads, lse)
         _store_rows(part_o_ptr, part, _TL_HEADS * _TL_NOPE, _TL_NOPE, o)
         if COMBINE_IN_KERNEL:
@@ -1268,12 +1282,6 @@ def _gluon_mma(a, b, acc, ARCH: gl.constexpr):
 
 
 @gluon_jit
-def _gluon_to_e4m3(x):
-    # fp32 (|x| < 448) to e4m3fn, rounding to nearest even (compiled: no emulation).
-    return x.to(gl.float8e4nv)
-
-
-@gluon_jit
 def _gluon_q_operands(q_ptr, q_row, stride_q_tok, stride_q_head, GROUPS: gl.constexpr, NOPE_COPY: gl.constexpr,
                       ROPE_COPY: gl.constexpr, NOPE_OPERAND: gl.constexpr, ROPE_OPERAND: gl.constexpr,
                       HEADS: gl.constexpr):
@@ -1288,10 +1296,10 @@ def _gluon_q_operands(q_ptr, q_row, stride_q_tok, stride_q_head, GROUPS: gl.cons
     qp = gl.load(q_base + rope_heads + _TL_NOPE + _gluon_axis(_TL_ROPE, 2, ROPE_COPY)).to(gl.float32)
     amax = gl.maximum(gl.max(gl.abs(qn), 2), gl.convert_layout(gl.max(gl.abs(qp), 2),
                                                                 gl.SliceLayout(2, NOPE_COPY)))
-    q_scale, q_inverse = _gluon_q_e4m3_scale(amax)
+    q_scale, q_inverse = _q_e4m3_scale(amax)
     q_scale = gl.expand_dims(q_scale, 2)
-    q_nope = gl.convert_layout(_gluon_to_e4m3(qn * q_scale), NOPE_OPERAND)
-    q_rope = gl.convert_layout(_gluon_to_e4m3(qp * gl.convert_layout(q_scale, ROPE_COPY)), ROPE_OPERAND)
+    q_nope = gl.convert_layout(_to_e4m3(qn * q_scale, False), NOPE_OPERAND)
+    q_rope = gl.convert_layout(_to_e4m3(qp * gl.convert_layout(q_scale, ROPE_COPY), False), ROPE_OPERAND)
     return q_nope, q_rope, gl.convert_layout(q_inverse, HEADS)
 
 
@@ -1325,7 +1333,7 @@ def _gluon_merge_waves(acc, m_i, l_i, GROUPS_ROWS: gl.constexpr):
     # thread sums the G values of its own elements (a reduction across the waves
     # compiles element by element, about 1,700 instructions on gfx950).
     m = gl.max(m_i, 0)
-    w = gl.exp2(m_i - gl.expand_dims(gl.where(m == float("-inf"), 0.0, m), 0))
+    w = _merge_weight(m_i, gl.expand_dims(m, 0))
     groups = gl.allocate_shared_memory(gl.float32, acc.shape, gl.SwizzledSharedLayout(1, 1, 1, [2, 1, 0]))
     groups.store(acc * gl.expand_dims(w, 2))
     acc = gl.sum(groups.load(GROUPS_ROWS), 0)
@@ -1354,7 +1362,7 @@ def _gluon_combine_splits_in_program(part_o_ptr, part_lse_ptr, b, num_splits, la
     lse_max = gl.full([_TL_HEADS], float("-inf"), gl.float32, gl.SliceLayout(1, layout))
     for s in range(num_splits):
         lse_max = gl.maximum(lse_max, gl.load(lse_base + s * _TL_HEADS, cache_modifier=".cg"))
-    lse_max = gl.where(lse_max == float("-inf"), 0.0, lse_max)
+    lse_max = _subtracted_max(lse_max)
     acc = gl.zeros([_TL_HEADS, _TL_NOPE], gl.float32, layout)
     w_sum = gl.zeros([_TL_HEADS], gl.float32, gl.SliceLayout(1, layout))
     for s in range(num_splits):
@@ -1401,10 +1409,10 @@ def _gluon_finish(acc, m_i, l_i, b, split, q_row, out_ptr, part_o_ptr, part_lse_
     # The merged state -> the output row (one split), or the split's normalized
     # partial and log2-sum-exp in the scratch layout _combine_splits_kernel reads, and
     # with COMBINE_IN_KERNEL the merge by the last split to finish (as _mla_decode_kernel).
-    o = acc * gl.expand_dims(1.0 / gl.where(l_i > 0, l_i, 1.0), 1)
+    o = _normalized(acc, l_i)
     if SPLIT:
         part = b.to(gl.int64) * num_splits + split
-        lse = gl.where(l_i > 0, m_i + gl.log2(l_i), float("-inf"))
+        lse = _log2_sum_exp(m_i, l_i)
         gl.store(part_lse_ptr + part * _TL_HEADS + gl.arange(0, _TL_HEADS, layout=l_i.type.layout), lse)
         _gluon_store_rows(part_o_ptr, part, _TL_HEADS * _TL_NOPE, _TL_NOPE, o)
         if COMBINE_IN_KERNEL:
@@ -1477,10 +1485,11 @@ def _gluon_attend_fp8(q_ptr, q_row, stride_q_tok, stride_q_head, kv_ptr, kv_scal
         k_nope = nope_ring.index(tile % STAGES)
         s = _gluon_scores(q_nope, q_rope, k_nope, rope_ring.index(tile % STAGES), ARCH, NOPE_MMA, MMA, K_WIDTH)
         s = gl.where(_gluon_row_ok(start, hi, GROUPS, TOKENS, MMA), s * score_scale, float("-inf"))
-        p, alpha, m_i, l_i = _gluon_softmax_step(s, m_i, l_i)
+        p, alpha, m_i = _softmax_step(s, m_i, gl.max(s, 2), 2)
+        l_i = l_i * alpha + gl.sum(p, 2)
         # P * 2^8 in e4m3 (P <= 1: keeps small probabilities out of the subnormals);
         # the factor comes off the output at the end. V is the tile's first 512 columns.
-        p = gl.convert_layout(_gluon_to_e4m3(p * 256.0), gl.DotOperandLayout(0, MMA, P_K_WIDTH))
+        p = gl.convert_layout(_to_e4m3(p * 256.0, False), gl.DotOperandLayout(0, MMA, P_K_WIDTH))
         v = _gluon_read_stage(k_nope, gl.DotOperandLayout(1, MMA, P_K_WIDTH), ARCH)
         acc = _gluon_mma(p, v, acc * gl.expand_dims(alpha, 2), ARCH)
         tile += 1
@@ -1622,26 +1631,11 @@ def _gluon_e2m1_scaled_pairs(words, scale_bits, ARCH: gl.constexpr):
         return pairs[0], pairs[1], pairs[2], pairs[3]
     else:
         scale = gl.where(scale_bits == 0, 0x00400000, scale_bits).to(gl.float32, bitcast=True)
-        return (_gluon_e2m1_byte_pair(words, scale, 0), _gluon_e2m1_byte_pair(words, scale, 8),
-                _gluon_e2m1_byte_pair(words, scale, 16), _gluon_e2m1_byte_pair(words, scale, 24))
+        # (a value past bf16's range is past fp32's too: -inf, the validity feature's -6 x 2^127)
+        return (_e2m1_byte_to_pair(words, scale, 0), _e2m1_byte_to_pair(words, scale, 8),
+                _e2m1_byte_to_pair(words, scale, 16), _e2m1_byte_to_pair(words, scale, 24))
 
 
-@gluon_jit
-def _gluon_e2m1_byte_pair(words, scale, SHIFT: gl.constexpr):
-    # _e2m1_byte_to_pair's Gluon version (its operations in the order the NVIDIA twin was
-    # measured with): the byte at SHIFT -> its two values as bf16 bits in a uint32, by
-    # _e2m1_pair_to_f32's bit placement. A value past bf16's range is past fp32's too: -inf
-    # (the validity feature's -6 x 2^127).
-    x = (words >> SHIFT) & 0xFF
-    even = (((x & 0x8) << 28) | ((x & 0x7) << 22)).to(gl.float32, bitcast=True) * _TL_TWO_TO_126 * scale
-    odd = (((x & 0x80) << 24) | ((x & 0x70) << 18)).to(gl.float32, bitcast=True) * _TL_TWO_TO_126 * scale
-    return (even.to(gl.uint32, bitcast=True) >> 16) | (odd.to(gl.uint32, bitcast=True) & 0xFFFF0000)
-
-
-@gluon_jit
-def _gluon_bf16_halves(pair):
-    return ((pair & 0xFFFF).to(gl.uint16).to(gl.bfloat16, bitcast=True),
-            (pair >> 16).to(gl.uint16).to(gl.bfloat16, bitcast=True))
 
 
 @gluon_jit
@@ -1656,10 +1650,10 @@ def _gluon_e2m1_decode(words, scales, ARCH: gl.constexpr):
     # words uint32 and their blocks' scale bytes (same shape) -> bf16 [..., 2, 2, 2]:
     # byte j, nibble n of a word is its value 2j + n.
     p0, p1, p2, p3 = _gluon_e2m1_pairs(words, scales, ARCH)
-    lo0, hi0 = _gluon_bf16_halves(p0)
-    lo1, hi1 = _gluon_bf16_halves(p1)
-    lo2, hi2 = _gluon_bf16_halves(p2)
-    lo3, hi3 = _gluon_bf16_halves(p3)
+    lo0, hi0 = _pair_halves(p0, gl.bfloat16)
+    lo1, hi1 = _pair_halves(p1, gl.bfloat16)
+    lo2, hi2 = _pair_halves(p2, gl.bfloat16)
+    lo3, hi3 = _pair_halves(p3, gl.bfloat16)
     return gl.join(_gluon_join_bytes(lo0, lo1, lo2, lo3), _gluon_join_bytes(hi0, hi1, hi2, hi3))
 
 
@@ -1693,7 +1687,7 @@ def _gluon_unpair_rows(pairs):
     # [T / 2, W] uint32 of two rows' bf16 -> [T, W] bf16.
     HALF: gl.constexpr = pairs.shape[0]
     WORDS: gl.constexpr = pairs.shape[1]
-    even, odd = _gluon_bf16_halves(pairs)
+    even, odd = _pair_halves(pairs, gl.bfloat16)
     return gl.join(even, odd).permute((0, 2, 1)).reshape([2 * HALF, WORDS])
 
 
@@ -1841,19 +1835,19 @@ def _gluon_mxfp4_q_operands(q_ptr, q_row, stride_q_tok, stride_q_head, ARCH: gl.
         amax = gl.maximum(gl.maximum(gl.max(gl.abs(q0), 1), gl.max(gl.abs(q1), 1)),
                           gl.maximum(gl.max(gl.abs(q2), 1), gl.max(gl.abs(q3), 1)))
         amax = gl.maximum(amax, gl.max(gl.abs(q_pe), 1))
-        q_scale, q_inverse = _gluon_q_e4m3_scale(amax)
+        q_scale, q_inverse = _q_e4m3_scale(amax)
         q_scale = gl.expand_dims(q_scale, 1)
-        inverse = gl.expand_dims(_gluon_e8m0_of(q_inverse), 1)
+        inverse = gl.expand_dims(_e8m0_of(q_inverse), 1)
         blocks = _gluon_axis2(4, 1, STEP)
         SCALES: gl.constexpr = gl_cdna4.get_mfma_scale_layout(Q_OPERAND, [16, 4])
         q_scales = gl.convert_layout(inverse + gl.zeros([16, 4], gl.uint8, STEP), SCALES)
         pe_scales = gl.convert_layout(gl.where(blocks < 2, inverse, 127).to(gl.uint8), SCALES)
-        q_pe = _gluon_to_e4m3(q_pe * q_scale)
+        q_pe = _to_e4m3(q_pe * q_scale, False)
         q_pe = gl.where(pe_cols == 64, 1.0, q_pe.to(gl.float32)).to(gl.float8e4nv)
-        steps = (gl.convert_layout(_gluon_to_e4m3(q0 * q_scale).permute((1, 0)), Q_OPERAND),
-                 gl.convert_layout(_gluon_to_e4m3(q1 * q_scale).permute((1, 0)), Q_OPERAND),
-                 gl.convert_layout(_gluon_to_e4m3(q2 * q_scale).permute((1, 0)), Q_OPERAND),
-                 gl.convert_layout(_gluon_to_e4m3(q3 * q_scale).permute((1, 0)), Q_OPERAND),
+        steps = (gl.convert_layout(_to_e4m3(q0 * q_scale, False).permute((1, 0)), Q_OPERAND),
+                 gl.convert_layout(_to_e4m3(q1 * q_scale, False).permute((1, 0)), Q_OPERAND),
+                 gl.convert_layout(_to_e4m3(q2 * q_scale, False).permute((1, 0)), Q_OPERAND),
+                 gl.convert_layout(_to_e4m3(q3 * q_scale, False).permute((1, 0)), Q_OPERAND),
                  gl.convert_layout(q_pe.permute((1, 0)), Q_OPERAND))
         return steps, (q_scales, pe_scales)
     else:
@@ -1935,21 +1929,14 @@ def _gluon_mxfp4_groups_max_layout(ARCH, GROUPS):
 
 
 @gluon_jit
-def _gluon_max_with_nan(a, b):
-    # max(a, b), NaN if either is (no quieting of the inputs first, as maxnum needs).
-    return gl.maximum(a, b, propagate_nan=tl.PropagateNan.ALL)
-
-
-@gluon_jit
 def _gluon_mxfp4_tile_max(s, max_smem, ARCH: gl.constexpr, GROUPS: gl.constexpr):
-    # The tile's per-head maximum [16] of the scores s [BLOCK_N, 16], in s's row slice (NaN
-    # where a score is: exact attention's output is NaN there too): each group's over its
-    # rows (within its waves), the groups' through shared memory (max_smem [G, 16]: one
-    # write a group, one read a lane of all G).
+    # The tile's per-head maximum [16] of the scores s [BLOCK_N, 16], in s's row slice: each
+    # group's over its rows (within its waves), the groups' through shared memory (max_smem
+    # [G, 16]: one write a group, one read a lane of all G).
     BLOCK_N: gl.constexpr = s.shape[0]
-    max_smem.store(gl.reduce(s.reshape([GROUPS, BLOCK_N // GROUPS, 16]), 1, _gluon_max_with_nan))
+    max_smem.store(gl.max(s.reshape([GROUPS, BLOCK_N // GROUPS, 16]), 1))
     groups = max_smem.load(_gluon_mxfp4_groups_max_layout(ARCH, GROUPS))
-    return gl.convert_layout(gl.reduce(groups, 0, _gluon_max_with_nan), gl.SliceLayout(0, s.type.layout))
+    return gl.convert_layout(gl.max(groups, 0), gl.SliceLayout(0, s.type.layout))
 
 
 @gluon_jit
@@ -1975,12 +1962,10 @@ def _gluon_mxfp4_tile(acc0, acc1, acc2, acc3, m_i, l_i, qk_scale, q_steps, q_sca
     MMA: gl.constexpr = _gluon_mxfp4_value_layout(ARCH, GROUPS)
     K_WIDTH: gl.constexpr = _gluon_mxfp4_k_width(ARCH)
     s = _gluon_mxfp4_scores(q_steps, q_scales, nope_smem, rope_smem, key_smem, pe_smem, ARCH, GROUPS)
-    # The online softmax, per head over the whole tile (a maximum across the groups), in
-    # the log2 domain; a head with no valid row yet keeps max -inf, subtracted as 0.
-    m_new = _gluon_max_with_nan(m_i, _gluon_mxfp4_tile_max(s, max_smem, ARCH, GROUPS) * qk_scale)
-    m_safe = gl.where(m_new == float("-inf"), 0.0, m_new)
-    alpha = gl.exp2(m_i - m_safe)
-    p = gl.exp2(s * qk_scale - gl.expand_dims(m_safe, 0))
+    # The online softmax per head over the whole tile (a maximum across the groups), in the
+    # log2 domain; each lane keeps partial sums of its own rows' probabilities.
+    tile_max = _gluon_mxfp4_tile_max(s, max_smem, ARCH, GROUPS) * qk_scale
+    p, alpha, m_new = _softmax_step(s * qk_scale, m_i, tile_max, 0)
     l_i = l_i * gl.expand_dims(alpha, 0) + p
     # P through shared memory, heads x rows: each group writes its rows, every group
     # reads all of them, a K step at a time.
@@ -2129,8 +2114,8 @@ def _mla_decode_gluon_kernel(
     gl.static_assert(FORM == "gluon")
     split = gl.program_id(0)
     b = gl.program_id(1)
-    lo, hi = _gluon_split_bounds(kv_indptr_ptr, b, split, kv_rows, num_splits, BLOCK_N)
-    q_row = _gluon_query_row(qo_indptr_ptr, b, total_q)
+    lo, hi = _split_bounds(kv_indptr_ptr, b, split, kv_rows, num_splits, BLOCK_N)
+    q_row = _query_row(qo_indptr_ptr, b, total_q)
     ROWS: gl.constexpr = _gluon_rows_layout(ARCH, WAVE_GROUPS)
     GROUPS_ROWS: gl.constexpr = _gluon_groups_rows_layout(ARCH, WAVE_GROUPS)
     if KV_FORMAT == "fp8":
@@ -2155,14 +2140,13 @@ def _mla_decode_gluon_kernel(
 # there. One program is one warpgroup (4 warps) that owns one (sequence, KV split) and all
 # 16 heads; the grid (num_splits, batch), the split bounds, the query row, the scratch layout
 # and the in-kernel split combine with NVIDIA's arrival protocol are the Gluon forms'
-# (_gluon_split_bounds, _gluon_query_row, _gluon_finish: one arrival after a barrier, no wave
-# fences on NVIDIA, WAVE_FENCE_THREADS 0). Q's e4m3 scale
-# is _q_e4m3_scale_rule's, written out in _hopper_q_fp8: a call of _gluon_q_e4m3_scale there
-# compiles to the same instructions in another order, not the code that ran. Two programs fit
-# an SM (shared memory 84-109 KiB, at most 255 registers), so the leading splits fill 2 x the
-# SM count. The code is what ran on the H200 in results/2026-12-03-h200-final and
-# results/2026-12-03-h200-hopper-bounds (bench/code_unchanged.py shows whether a change
-# reaches its sm_90 code): a change to it needs a device run before it is offered.
+# (_split_bounds, _query_row, _gluon_finish: one arrival after a barrier, no wave fences on
+# NVIDIA, WAVE_FENCE_THREADS 0), and so are the rules of section 2.1 (Q's e4m3 scale, the
+# softmax step). Two programs fit an SM (shared memory 84-109 KiB, at most 255 registers), so
+# the leading splits fill 2 x the SM count. The sm_90 code is what ran on the H200 in
+# results/2026-12-03-h200-final and results/2026-12-03-h200-hopper-bounds
+# (bench/code_unchanged.py shows whether a change reaches it): a change to it needs a device
+# run before it is offered.
 #
 # Tokens are the MMA's M side, so the 16 heads are its N and nothing is padded:
 #   S^T [64 tokens, 16 heads] = K [64, 576] . Q^T           (K from the ring stage, Q^T staged once)
@@ -2235,19 +2219,18 @@ def _hopper_feature_order(ot):
 @gluon_jit
 def _hopper_q_fp8(q_ptr, q_row, stride_q_tok, stride_q_head, q_nope_smem, q_rope_smem, SPLIT_OPERANDS: gl.constexpr):
     # Q [16, 576] in e4m3 with a power-of-two scale per head that puts its amax in [2^7, 2^8)
-    # (_q_e4m3_scale_rule), into shared memory as the scores' B operand (index 0);
+    # (_q_e4m3_scale), into shared memory as the scores' B operand (index 0);
     # with SPLIT_OPERANDS also what e4m3 left out, in e4m3 (index 1): the two sum to Q within
     # 2^-8 of its magnitude. Returns the inverse scale per head (NaN for a head holding inf or
-    # NaN: exact attention's answer).
+    # NaN: exact attention's answer). The rule is called where each half is needed (the
+    # inverse after the stores): so it compiles to the code that ran on the H200.
     LAYOUT: gl.constexpr = gl.BlockedLayout([1, 8], [2, 16], [4, 1], [1, 0])
     heads = gl.arange(0, 16, layout=gl.SliceLayout(1, LAYOUT))
     base = q_ptr + q_row.to(gl.int64) * stride_q_tok + gl.expand_dims(heads, 1) * stride_q_head
     qn = gl.load(base + gl.expand_dims(gl.arange(0, 512, layout=gl.SliceLayout(0, LAYOUT)), 0)).to(gl.float32)
     qp = gl.load(base + 512 + gl.expand_dims(gl.arange(0, 64, layout=gl.SliceLayout(0, LAYOUT)), 0)).to(gl.float32)
     amax = gl.maximum(gl.max(gl.abs(qn), 1), gl.max(gl.abs(qp), 1))
-    amax_exponent = (amax.to(gl.int32, bitcast=True) >> 23) & 0xFF
-    scale_bits = gl.minimum(gl.maximum(261 - amax_exponent, 1), 253)
-    q_scale = gl.expand_dims((scale_bits << 23).to(gl.float32, bitcast=True), 1)
+    q_scale = gl.expand_dims(_q_e4m3_scale(amax)[0], 1)
     qn = qn * q_scale
     qp = qp * q_scale
     qn_hi = qn.to(gl.float8e4nv)
@@ -2257,8 +2240,7 @@ def _hopper_q_fp8(q_ptr, q_row, stride_q_tok, stride_q_head, q_nope_smem, q_rope
     if SPLIT_OPERANDS:
         q_nope_smem.index(1).store((qn - qn_hi.to(gl.float32)).to(gl.float8e4nv))
         q_rope_smem.index(1).store((qp - qp_hi.to(gl.float32)).to(gl.float8e4nv))
-    q_inverse = ((254 - scale_bits) << 23).to(gl.float32, bitcast=True)
-    return gl.where(amax_exponent == 255, float("nan"), q_inverse)
+    return _q_e4m3_scale(amax)[1]
 
 
 @gluon_jit
@@ -2298,8 +2280,8 @@ def _hopper_fp8_kernel(
     TERMS: gl.constexpr = 2 if SPLIT_OPERANDS else 1  # e4m3 terms of Q and of P
     split = gl.program_id(0)
     b = gl.program_id(1)
-    lo, hi = _gluon_split_bounds(kv_indptr_ptr, b, split, kv_rows, num_splits, BLOCK_N)
-    q_row = _gluon_query_row(qo_indptr_ptr, b, total_q)
+    lo, hi = _split_bounds(kv_indptr_ptr, b, split, kv_rows, num_splits, BLOCK_N)
+    q_row = _query_row(qo_indptr_ptr, b, total_q)
 
     q_nope = gl.allocate_shared_memory(gl.float8e4nv, [TERMS, 16, 512],
                                        gl.NVMMASharedLayout.get_default_for([16, 512], gl.float8e4nv))
@@ -2352,12 +2334,8 @@ def _hopper_fp8_kernel(
         v = k_nope.load(_hopper_v_load_layout())
         s = gl_hopper.warpgroup_mma_wait(0, deps=(s,))
         s = gl.where(rows < hi - start, s * score_scale, float("-inf"))  # log2 domain
-        m_new = gl.maximum(m_i, gl.max(s, 0))
-        m_safe = gl.where(m_new == float("-inf"), 0.0, m_new)
-        alpha = gl.exp2(m_i - m_safe)
-        p = gl.exp2(s - gl.expand_dims(m_safe, 0))
+        p, alpha, m_i = _softmax_step(s, m_i, gl.max(s, 0), 0)
         l_i = l_i * alpha + gl.sum(p, 0)
-        m_i = m_new
         # P x 2^8 in e4m3 (P <= 1: keeps small probabilities out of the subnormals); the
         # factor comes off the output at the end.
         p = p * 256.0
@@ -2562,8 +2540,8 @@ def _hopper_mxfp4_kernel(
     MMA: gl.constexpr = _hopper_bf16_mma_layout()
     split = gl.program_id(0)
     b = gl.program_id(1)
-    lo, hi = _gluon_split_bounds(kv_indptr_ptr, b, split, kv_rows, num_splits, BLOCK_N)
-    q_row = _gluon_query_row(qo_indptr_ptr, b, total_q)
+    lo, hi = _split_bounds(kv_indptr_ptr, b, split, kv_rows, num_splits, BLOCK_N)
+    q_row = _query_row(qo_indptr_ptr, b, total_q)
 
     PLAIN: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, [1, 0])
     q_chunks = gl.allocate_shared_memory(gl.bfloat16, [4, 16, 128],
@@ -2630,12 +2608,8 @@ def _hopper_mxfp4_kernel(
             _hopper_issue_tile_bytes(nope_desc, rope_desc, start + BLOCK_N, bar, nope_stage, rope_stage)
         row_factor = gl.expand_dims(row_smem.load(gl.SliceLayout(1, MMA)), 1)
         s = gl.where(rows < valid, s * (row_factor * qk_scale), float("-inf"))  # log2 domain
-        m_new = gl.maximum(m_i, gl.max(s, 0))
-        m_safe = gl.where(m_new == float("-inf"), 0.0, m_new)
-        alpha = gl.exp2(m_i - m_safe)
-        p = gl.exp2(s - gl.expand_dims(m_safe, 0))
+        p, alpha, m_i = _softmax_step(s, m_i, gl.max(s, 0), 0)
         l_i = l_i * alpha + gl.sum(p, 0)
-        m_i = m_new
         p_smem.store((p * row_factor).to(gl.bfloat16).permute((1, 0)))
         alpha_o = gl.expand_dims(gl.convert_layout(alpha, gl.SliceLayout(0, MMA)), 0)
         _gluon_barrier()  # every warp is past its reads of mult_smem and row_smem, its stores are in

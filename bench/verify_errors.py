@@ -129,7 +129,7 @@ COMING_FORMS = {"fp8": "e4m3_waves", "mxfp4": "waves"}
 # ------------------------------------------------------------------------------------
 # The Hopper forms' numerics, modelled in torch (any device): what each kernel rounds, as
 # it rounds it (submission.py section 2.4).
-#   fp8: Q times a power of two per head (_q_e4m3_scale_rule: amax into [128, 256)) in e4m3,
+#   fp8: Q times a power of two per head (_q_e4m3_scale: amax into [128, 256)) in e4m3,
 #        one term or two (the second the e4m3 of what the first left out); K and V the
 #        cache's e4m3 values; scores by fp32 accumulation, times Q's inverse scale x sm_scale
 #        x log2(e) x the cache's scale; P = exp2(score - running max) and P x 2^8 in e4m3
@@ -139,7 +139,7 @@ COMING_FORMS = {"fp8": "e4m3_waves", "mxfp4": "waves"}
 #        scores by fp32 accumulation, times 2^(c - 127) x sm_scale x log2(e); P' = P x
 #        2^(c - 127) rounded to bf16; O^T = V^T . P'^T in fp32.
 # Both: a sequence cut into the splits of the form's leading launch on the H200's 132 SMs
-# (its split rule; the split bounds of _split_bounds_rule), each split read in 64-token
+# (its split rule; the split bounds of _split_bounds), each split read in 64-token
 # tiles, P taken against the running maximum after each tile (the accumulator rescaled by
 # powers of two, exact), its sum unrounded; the splits merged by their log2-sum-exp; the
 # output rounded to bf16. Left out: the hardware's exp2 approximation, the order of the

@@ -1,4 +1,4 @@
-"""Q's e4m3 scale per head (submission._q_e4m3_scale_rule): one rule, stated here in Python,
+"""Q's e4m3 scale per head (submission._q_e4m3_scale): one rule, stated here in Python,
 and every compiled version of it held to the same answers.
 
 The rule: for a head whose largest |q| is amax, the scale is the power of two 2^k that puts
@@ -10,7 +10,7 @@ e8m0 byte (the scaled MFMA's form of the inverse): 127 - k, and 0xFF (NaN) for N
 Where each version runs:
 - the Triton version (_q_e4m3_scale, _e8m0_of) under the interpreter, and the Triton forms
   that use it (fp8 e4m3_waves, MXFP4 waves) on a Q with an inf head and a NaN head;
-- the Gluon version (_gluon_q_e4m3_scale, _gluon_e8m0_of; Gluon does not run on a CPU)
+- the same functions called from a Gluon kernel (Gluon does not run on a CPU)
   compiled for gfx950 and run by the project's gfx950 emulator;
 - both on a GPU, where there is one (the Gluon one where Gluon runs there).
 """
@@ -171,10 +171,10 @@ if gluon is not None and sub.GLUON_AVAILABLE:
     def gluon_rule_kernel(amax_ptr, scale_ptr, inverse_ptr, e8m0_ptr, N: gl.constexpr, LANES: gl.constexpr):
         layout: gl.constexpr = gl.BlockedLayout([1], [LANES], [4], [0])
         offsets = gl.arange(0, N, layout=layout)
-        scale, inverse = sub._gluon_q_e4m3_scale(gl.load(amax_ptr + offsets))
+        scale, inverse = sub._q_e4m3_scale(gl.load(amax_ptr + offsets))
         gl.store(scale_ptr + offsets, scale)
         gl.store(inverse_ptr + offsets, inverse)
-        gl.store(e8m0_ptr + offsets, sub._gluon_e8m0_of(inverse))
+        gl.store(e8m0_ptr + offsets, sub._e8m0_of(inverse))
 else:
     gluon_rule_kernel = None
 

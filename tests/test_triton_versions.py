@@ -195,7 +195,7 @@ for fmt in ("fp8", "mxfp4"):
         raise SystemExit("a forced Gluon form was offered")
     except ValueError as error:
         assert "does not import" in str(error), error
-for function in (sub._mla_decode_gluon_kernel, sub._gluon_split_bounds, sub._gluon_mma_layout):
+for function in (sub._mla_decode_gluon_kernel, sub._gluon_copy_tile, sub._gluon_mma_layout):
     for use in (lambda: function[(1,)](), lambda: function()):
         try:
             use()

@@ -8,7 +8,7 @@ kernel's output).
 Both forms, per sequence and split (the kernel's split bounds, tiles of BLOCK_N rows from
 each split's first row):
   Q: each head's 576 dims times the power of two that puts their amax in [128, 256)
-     (submission._q_e4m3_scale_rule), rounded to e4m3 (nearest, ties to even); the scores
+     (submission._q_e4m3_scale), rounded to e4m3 (nearest, ties to even); the scores
      take the inverse back (a multiply for fp8, Q's e8m0 block scale for MXFP4).
   fp8 gluon: S = Q8 . K8^T over e4m3 K (16x16x128 and 16x16x32 fp8 MFMAs: exact products,
      fp32 sums), times (Q's inverse x (sm_scale log2 e x the KV scale)); four groups of 32
@@ -43,7 +43,7 @@ E4M3 = torch.float8_e4m3fn
 def q_e4m3(q: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """(Q rounded as the forms multiply it: e4m3 values of q x scale, as float32; the inverse
     scale per head, NaN for a head holding inf or NaN) for q (..., 16, 576) bf16, by
-    submission._q_e4m3_scale_rule's bit operations."""
+    submission._q_e4m3_scale's bit operations."""
     q = q.float()
     amax = q.abs().amax(-1)
     exponent = (amax.view(torch.int32) >> 23) & 0xFF
@@ -55,7 +55,7 @@ def q_e4m3(q: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def split_bounds(start: int, end: int, num_splits: int, block_n: int = BLOCK_N) -> list[tuple[int, int]]:
-    """The kernel's [lo, hi) of each split of the rows [start, end) (submission._split_bounds_rule)."""
+    """The kernel's [lo, hi) of each split of the rows [start, end) (submission._split_bounds)."""
     chunk = -(-(-(-(end - start) // num_splits)) // block_n) * block_n
     bounds = []
     for split in range(num_splits):
@@ -81,7 +81,7 @@ def _fp8_program(q8, score_scale, keys, valid):
 
 
 def _softmax_step(s, m_i, l_i):
-    """submission._group_softmax_step_rule over the last axis."""
+    """submission._softmax_step over the last axis, with the running sum."""
     m_new = torch.maximum(m_i, s.amax(-1))
     m_safe = torch.where(m_new == float("-inf"), 0.0, m_new)
     alpha = torch.exp2(m_i - m_safe)

@@ -130,8 +130,8 @@ _MUTANTS = (
             Edit("        s = _gluon_scores(q_nope, q_rope, k_nope, rope_ring.index(tile % STAGES), ARCH",
                  "        s = _gluon_scores(q_nope, q_rope, k_nope, rope_ring.index(ahead), ARCH"))),
     Mutant("q_e8m0_scale_one_step_off", "Q's e8m0 block scale for mfma_scaled one step off",
-           (Edit("inverse = gl.expand_dims(_gluon_e8m0_of(q_inverse), 1)",
-                 "inverse = gl.expand_dims(_gluon_e8m0_of(q_inverse) + 1, 1)"),)),
+           (Edit("inverse = gl.expand_dims(_e8m0_of(q_inverse), 1)",
+                 "inverse = gl.expand_dims(_e8m0_of(q_inverse) + 1, 1)"),)),
 
     # ---- gfx950's convert (v_cvt_scalef32_pk_bf16_fp4) as inline asm: the LLVM tie of
     # tests/test_gfx950_inline_asm.py, and the emulator for the first ----
@@ -173,14 +173,16 @@ _MUTANTS = (
            (Edit("    _gluon_barrier()  # the loop's order of the loads (its waits count on it)\n", ""),
             Edit("        _gluon_barrier()  # keeps these loads before the codes' (the waits count on that order)\n",
                  "")), "variant"),
-    Mutant("mxfp4_maxnum_maxima",
-           "the tile's row maxima by maxnum (gl.max, gl.maximum; LLVM quiets each operand first)",
-           (Edit("max_smem.store(gl.reduce(s.reshape([GROUPS, BLOCK_N // GROUPS, 16]), 1, _gluon_max_with_nan))",
-                 "max_smem.store(gl.max(s.reshape([GROUPS, BLOCK_N // GROUPS, 16]), 1))"),
-            Edit("gl.convert_layout(gl.reduce(groups, 0, _gluon_max_with_nan), gl.SliceLayout(0, s.type.layout))",
-                 "gl.convert_layout(gl.max(groups, 0), gl.SliceLayout(0, s.type.layout))"),
-            Edit("m_new = _gluon_max_with_nan(m_i, _gluon_mxfp4_tile_max(s, max_smem, ARCH, GROUPS) * qk_scale)",
-                 "m_new = gl.maximum(m_i, _gluon_mxfp4_tile_max(s, max_smem, ARCH, GROUPS) * qk_scale)")), "variant"),
+    Mutant("mxfp4_nan_propagating_tile_maxima",
+           "the tile's row maxima NaN-propagating (v_maximum3_f32, no operand quieting) instead of the softmax "
+           "rule's maxNum",
+           (Edit("max_smem.store(gl.max(s.reshape([GROUPS, BLOCK_N // GROUPS, 16]), 1))",
+                 "max_smem.store(gl.reduce(s.reshape([GROUPS, BLOCK_N // GROUPS, 16]), 1, _nan_max))"),
+            Edit("return gl.convert_layout(gl.max(groups, 0), gl.SliceLayout(0, s.type.layout))",
+                 "return gl.convert_layout(gl.reduce(groups, 0, _nan_max), gl.SliceLayout(0, s.type.layout))"),
+            Edit("@gluon_jit\ndef _gluon_mxfp4_tile_max(",
+                 "@gluon_jit\ndef _nan_max(a, b):\n    return gl.maximum(a, b, propagate_nan=tl.PropagateNan.ALL)\n\n\n"
+                 "@gluon_jit\ndef _gluon_mxfp4_tile_max(")), "variant"),
     Mutant("mxfp4_v_scales_shifted_where_read",
            "V's scale bytes shifted into the fp32 exponent by each reading lane (32 a tile) rather than once when "
            "stored (8 a tile)",
