@@ -15,9 +15,10 @@ The file, in reading order:
      2.4 the Hopper forms (sm_90 alone: TMA, warpgroup MMAs), a kernel a format
      2.5 the a8w8 Q quantizer   2.6 the aiter route's guards on kv_indptr
   3. Host:
-     3.1 kernel forms: one KernelForm record per form (what offers it, its tiles, splits,
-         kernel and arguments), the autopick's Triton candidates, building the launches
-     3.2 validation and the call's shape    3.3 routes: torch, Triton, aiter
+     3.1 one GpuArch record per GPU architecture (what the host's choices read of it), one
+         KernelForm record per kernel form (what offers it, its tiles, error bound, kernel and
+         arguments), the kernel route's launch candidates, building the launches
+     3.2 validation and the call's shape    3.3 routes: torch, the kernels, aiter
      3.4 verification, timing, the autopick, plans, custom_kernel
 """
 from __future__ import annotations
@@ -2136,7 +2137,7 @@ def _mla_decode_gluon_kernel(
 # 2.4 The Hopper forms (NVIDIA sm_90: H100, H200)
 # The fp8 and MXFP4 decodes written in Gluon with its Hopper modules: TMA copies of KV tiles
 # into shared memory completed on mbarriers, and warpgroup MMAs (wgmma, sm_90a: Blackwell has
-# none), so they are offered on sm_90 alone (GLUON_ARCH_DEVICES), ahead of every other form
+# none), so they are offered on sm_90 alone (GpuArch.exclusive_gluon_archs), ahead of every other form
 # there. One program is one warpgroup (4 warps) that owns one (sequence, KV split) and all
 # 16 heads; the grid (num_splits, batch), the split bounds, the query row, the scratch layout
 # and the in-kernel split combine with NVIDIA's arrival protocol are the Gluon forms'
@@ -2272,10 +2273,10 @@ def _hopper_fp8_kernel(
     part_o_ptr, part_lse_ptr, counters_ptr,
     qk_scale, total_q, kv_rows, num_splits,
     stride_q_tok, stride_q_head, stride_o_tok, stride_o_head,
-    SPLIT: gl.constexpr, COMBINE_IN_KERNEL: gl.constexpr, WAVE_FENCE_THREADS: gl.constexpr, STAGES: gl.constexpr,
-    SPLIT_OPERANDS: gl.constexpr,
+    SPLIT: gl.constexpr, COMBINE_IN_KERNEL: gl.constexpr, WAVE_FENCE_THREADS: gl.constexpr, BLOCK_N: gl.constexpr,
+    STAGES: gl.constexpr, SPLIT_OPERANDS: gl.constexpr,
 ):
-    BLOCK_N: gl.constexpr = 64
+    gl.static_assert(BLOCK_N == 64)  # one warpgroup MMA's M: the layouts below are written for it
     MMA: gl.constexpr = _hopper_fp8_mma_layout()
     TERMS: gl.constexpr = 2 if SPLIT_OPERANDS else 1  # e4m3 terms of Q and of P
     split = gl.program_id(0)
@@ -2534,9 +2535,11 @@ def _hopper_mxfp4_kernel(
     part_o_ptr, part_lse_ptr, counters_ptr,
     qk_scale, total_q, kv_rows, num_splits,
     stride_q_tok, stride_q_head, stride_sr, stride_sc, stride_o_tok, stride_o_head,
-    SPLIT: gl.constexpr, COMBINE_IN_KERNEL: gl.constexpr, WAVE_FENCE_THREADS: gl.constexpr,
+    SPLIT: gl.constexpr, COMBINE_IN_KERNEL: gl.constexpr, WAVE_FENCE_THREADS: gl.constexpr, BLOCK_N: gl.constexpr,
+    STAGES: gl.constexpr,
 ):
-    BLOCK_N: gl.constexpr = 64
+    gl.static_assert(BLOCK_N == 64)  # one warpgroup MMA's M: the layouts below are written for it
+    gl.static_assert(STAGES == 1)    # one ring stage, free once K is decoded (section comment)
     MMA: gl.constexpr = _hopper_bf16_mma_layout()
     split = gl.program_id(0)
     b = gl.program_id(1)
@@ -2831,131 +2834,149 @@ def _kv_indptr_compare_kernel(kv_scale_ptr, checked_kv_scale_ptr, kv_indptr_ptr,
 # 3. Host
 # =====================================================================================
 # -------------------------------------------------------------------------------------
-# 3.1 Kernel forms: the records, the autopick's Triton candidates, the launches
+# 3.1 Kernel forms: GPU architectures, form records, candidates, launches
 # -------------------------------------------------------------------------------------
-GLUON_ARCHS = {"gfx950": "cdna4"}  # device architecture -> the Gluon kernel's ARCH; NVIDIA sm_80+ -> "ampere"
-# Gluon ARCHs that some devices alone run, and those devices: a form whose kernel is written
-# for one (KernelForm.gluon_arch) is offered there alone. "hopper": TMA, mbarriers and
-# warpgroup MMAs (sm_90a; Blackwell has no warpgroup MMA).
-GLUON_ARCH_DEVICES = {"hopper": ("sm_90",)}
-
-
-def gluon_arch(arch: str) -> str:
-    """The Gluon kernel's ARCH for a device architecture ("gfx950", "sm_90"); "" if none."""
-    if arch in GLUON_ARCHS:
-        return GLUON_ARCHS[arch]
-    if arch.startswith("sm_") and arch[3:].isdigit() and int(arch[3:]) >= 80:
-        return "ampere"
-    return ""
-
-
-def form_gluon_arch(form: KernelForm, arch: str) -> str:
-    """The ARCH of `form`'s Gluon kernel on a device of `arch`: the device's (gluon_arch), or
-    the form's own where it names one (GLUON_ARCH_DEVICES says where that runs); "" for a
-    Triton form and where the form has no kernel for the device."""
-    if form.language != "gluon":
-        return ""
-    if form.gluon_arch:
-        return form.gluon_arch if arch in GLUON_ARCH_DEVICES[form.gluon_arch] else ""
-    return gluon_arch(arch)
-
-
-def form_runs_on(form: KernelForm, arch: str) -> bool:
-    """Whether `form` has a kernel for a device of `arch`: a Triton form everywhere, a Gluon
-    form where it has an ARCH for the device (whatever this Triton's Gluon lacks)."""
-    return form.language != "gluon" or bool(form_gluon_arch(form, arch))
-
-
-def gluon_problem(kernel_arch: str) -> str:
-    """Why this Triton offers no Gluon form for the kernel ARCH ("cdna4", "ampere", "hopper");
-    "" if it does."""
-    return _GLUON_PROBLEMS.get(kernel_arch, f"no Gluon kernel for ARCH {kernel_arch!r}")
-
-
-def gluon_forms_here(arch: str, form: KernelForm | None = None) -> bool:
-    """Whether Gluon forms (`form` alone, where given) can be offered for a device of `arch`:
-    the kernels are compiled (not interpreted), the architecture has a Gluon ARCH for them,
-    and this Triton's Gluon has what the kernel for that ARCH uses (gluon_problem)."""
-    kernel_arch = gluon_arch(arch) if form is None else form_gluon_arch(form, arch)
-    return not _INTERPRETED and bool(kernel_arch) and not gluon_problem(kernel_arch)
-
-
-_GLUON_REFUSALS_SAID: set = set()
-
-
-def _say_why_no_gluon(arch: str, kernel_arch: str) -> None:
-    # Under MLA_DEBUG, once per architecture and kernel ARCH: why a GPU that has a Gluon
-    # kernel gets no Gluon form of that ARCH.
-    problem = kernel_arch and not _INTERPRETED and gluon_problem(kernel_arch)
-    if problem and (arch, kernel_arch) not in _GLUON_REFUSALS_SAID and _env_flag("MLA_DEBUG"):
-        _GLUON_REFUSALS_SAID.add((arch, kernel_arch))
-        forms = "Gluon form" if kernel_arch == gluon_arch(arch) else f"Gluon {kernel_arch} form"
-        print(f"[mla] no {forms} on {arch}: {problem}", file=sys.stderr)
-
-
-def check_gluon_here(arch: str, form: KernelForm | None = None) -> None:
-    """Raises ValueError, saying why, where a Gluon form (`form`, where given) cannot run
-    (before any launch)."""
-    if _INTERPRETED:
-        raise ValueError("Gluon kernels do not run under TRITON_INTERPRET=1 (Gluon asks for a GPU "
-                         "driver); use a Triton form there")
-    if form is not None and form.gluon_arch:
-        devices = GLUON_ARCH_DEVICES[form.gluon_arch]
-        if arch not in devices:
-            raise ValueError(f"the {form.kv_format} form {form.name} runs on {' or '.join(devices)} GPUs only "
-                             f"(Gluon's {form.gluon_arch} kernels), not on {arch or 'this device (no GPU)'}")
-        kernel_arch = form.gluon_arch
-    elif not gluon_arch(arch):
-        raise ValueError(f"the Gluon forms run on gfx950 or NVIDIA sm_80+ GPUs, not on "
-                         f"{arch or 'this device (no GPU)'}")
-    else:
-        kernel_arch = gluon_arch(arch)
-    if gluon_problem(kernel_arch):
-        forms = "Gluon form" if kernel_arch == gluon_arch(arch) else f"Gluon {kernel_arch} form"
-        raise ValueError(f"no {forms} on {arch}: {gluon_problem(kernel_arch)}")
-
-
-@dataclasses.dataclass(frozen=True)
-class Tile:
-    """How a form is tiled: BLOCK_N KV rows a tile, num_warps, num_stages, and on AMD the
-    waves a SIMD the register allocator aims for (waves_per_eu; 0: none). A Gluon form's
-    num_warps counts 64-thread groups (a gfx950 wave: NVIDIA launches twice as many warps),
-    a Hopper form's NVIDIA warps (4: one warpgroup), and its num_stages is the tiles in its
-    pipeline (its STAGES argument)."""
-    block_n: int
-    num_warps: int
-    num_stages: int
-    waves_per_eu: int = 0
-
-
 def _pow2_floor(n: int) -> int:
     return 1 << (max(n, 1).bit_length() - 1)
 
 
-def _fill_once_splits(batch: int, max_kv_len: int, num_cus: int, min_split_tokens: int) -> int:
-    """The fewest splits (a power of two, at most 64) with batch x splits >= num_cus, but
-    no more than leave each split min_split_tokens tokens of the longest sequence."""
-    fill = 1 << max(0, (-(-num_cus // batch) - 1).bit_length())
-    return max(1, min(fill, 64, _pow2_floor(max_kv_len // min_split_tokens)))
-
-
-def device_filling_splits(form: KernelForm, batch: int, max_kv_len: int, num_sms: int, arch: str) -> tuple:
-    """The split rule the forms share (a record may name its own): (the splits a form's
-    first launch takes, the fewest tokens a split) on a device of num_sms SMs / CUs.
-    On gfx950: the fewest that give every CU form.programs_per_cu programs, but at least
-    one whole tile a split. Each split beyond one costs instructions outside the loop in
-    every program (Q's load and e4m3 conversion, the merge of the wave groups, the
-    partial's store) and a combine; a program that holds a whole CU's SIMDs (4 waves)
-    needs no second one beside it to occupy the CU, so the splits stop once batch x
-    splits reaches the CU count, and a split shorter than a tile would only run that
-    outside-the-loop work over rows it masks (a static bound: bench/gfx950_report.py).
-    Elsewhere: as many as fill the device twice over (two 4-warp programs an SM), but at
-    least 64 tokens a split (measured on the H200: bench/kernel_sweep.py)."""
-    if arch == "gfx950":
-        min_split_tokens = form.tiles[0].block_n
-        num_cus = num_sms * form.programs_per_cu
-        return _fill_once_splits(batch, max_kv_len, num_cus, min_split_tokens), min_split_tokens
+def fill_twice_splits(form: KernelForm, batch: int, max_kv_len: int, num_sms: int) -> tuple:
+    """The split rule of NVIDIA GPUs and of every GPU without its own: (the splits a form's
+    first launch takes, the fewest tokens a split). As many splits as fill the device twice
+    over (two 4-warp programs an SM), but at least 64 tokens a split (measured on the H200:
+    bench/kernel_sweep.py)."""
     return _pow2_floor(min(2 * num_sms // batch, 64, max(max_kv_len // 64, 1))), 64
+
+
+def fill_each_cu_splits(form: KernelForm, batch: int, max_kv_len: int, num_sms: int) -> tuple:
+    """gfx950's split rule: the fewest splits (a power of two, at most 64) that give every CU
+    form.programs_per_cu programs, but at least one whole tile a split. Each split beyond one
+    costs instructions outside the loop in every program (Q's load and e4m3 conversion, the
+    merge of the wave groups, the partial's store) and a combine; a program that holds a
+    whole CU's SIMDs (4 waves) needs no second one beside it to occupy the CU, so the splits
+    stop once batch x splits reaches the CU count, and a split shorter than a tile would only
+    run that outside-the-loop work over rows it masks (a static bound:
+    bench/gfx950_report.py)."""
+    min_split_tokens = form.tiles[0].block_n
+    num_cus = num_sms * form.programs_per_cu
+    fill = 1 << max(0, (-(-num_cus // batch) - 1).bit_length())
+    return max(1, min(fill, 64, _pow2_floor(max_kv_len // min_split_tokens))), min_split_tokens
+
+
+@dataclasses.dataclass(frozen=True)
+class GpuArch:
+    """What one GPU architecture has, as far as the host's choices depend on it: every such
+    choice reads this record (arch_record), none compares architecture names."""
+    name: str                  # as device_arch spells it ("gfx950", "sm_90"); "" for no GPU
+    warp_size: int = 32        # threads a warp (NVIDIA) or a wave (AMD)
+    # The ARCH of the Gluon kernels written for several GPUs (the fp8 and MXFP4 Gluon forms),
+    # here: "cdna4" (gfx950), "ampere" (NVIDIA sm_80+); "" where they have none.
+    gluon_arch: str = ""
+    # The ARCHs of Gluon kernels written for this architecture alone ("hopper" on sm_90: TMA,
+    # mbarriers and warpgroup MMAs, sm_90a; Blackwell has no warpgroup MMA).
+    exclusive_gluon_archs: tuple = ()
+    # In-kernel combine (_arrive): whether its arrival protocol is known right here, and
+    # whether every wave fences its own stores and reads around it (gfx942, gfx950: a release
+    # there orders only its own wave's; AMDGPUUsage, memory model GFX942) or the arrival after
+    # a barrier is enough (NVIDIA, whose PTX model makes it cumulative; the interpreter).
+    in_kernel_combine: bool = True
+    wave_fences: bool = False
+    gfx950_convert: bool = False   # v_cvt_scalef32_pk_bf16_fp4 (KernelForm.gfx950_convert)
+    amd_options: bool = False      # AMD's compile options (waves_per_eu) apply
+    aiter_fp8_dtype: torch.dtype = torch.float8_e4m3fn  # the fp8 aiter reads and writes here
+    aiter_min_splits: int = 1      # the fewest KV splits aiter plans into buffers of that size
+    split_rule: Callable = fill_twice_splits  # (form, batch, max_kv_len, num_sms) -> (splits, min tokens)
+
+
+_AMD = dict(warp_size=64, amd_options=True, in_kernel_combine=False)
+# The architectures named; the others take the record of their vendor (arch_record).
+ARCHITECTURES = {arch.name: arch for arch in (
+    GpuArch("gfx950", **dict(_AMD, in_kernel_combine=True), gluon_arch="cdna4", wave_fences=True,
+            gfx950_convert=True, split_rule=fill_each_cu_splits),
+    # gfx942 (MI300): e4m3fnuz; aiter plans 16 splits there whatever it is asked for.
+    GpuArch("gfx942", **dict(_AMD, in_kernel_combine=True), wave_fences=True,
+            aiter_fp8_dtype=torch.float8_e4m3fnuz, aiter_min_splits=16),
+    GpuArch("sm_90", gluon_arch="ampere", exclusive_gluon_archs=("hopper",)),
+    GpuArch(""),  # no GPU: the Triton interpreter
+)}
+
+
+def arch_record(name: str) -> GpuArch:
+    """The record of a device architecture as device_arch names it: a named one's, else its
+    vendor's (NVIDIA sm_80+ run the Gluon forms' "ampere" kernels; other AMD GPUs take no
+    in-kernel combine: their memory model is not the one its fences are written for)."""
+    if name in ARCHITECTURES:
+        return ARCHITECTURES[name]
+    if name.startswith("sm_") and name[3:].isdigit():
+        return GpuArch(name, gluon_arch="ampere" if int(name[3:]) >= 80 else "")
+    if name.startswith("gfx"):
+        return GpuArch(name, **_AMD)
+    raise ValueError(f"unknown GPU architecture {name!r}: sm_<NN> (NVIDIA) or gfx<NNN> (AMD)")
+
+
+def as_arch(arch: GpuArch | str) -> GpuArch:
+    """A record as it is, a name as arch_record reads it."""
+    return arch_record(arch) if isinstance(arch, str) else arch
+
+
+def device_arch(device: torch.device) -> tuple[int, GpuArch]:
+    """(SMs or CUs, the architecture's record) of `device` ("gfx950" on ROCm, "sm_90" on
+    CUDA); (1, the no-GPU record) off a GPU."""
+    if device.type != "cuda":
+        return 1, ARCHITECTURES[""]
+    props = torch.cuda.get_device_properties(device)
+    name = getattr(props, "gcnArchName", "") if torch.version.hip else f"sm_{props.major}{props.minor}"
+    return props.multi_processor_count, arch_record(name.split(":")[0])
+
+
+@dataclasses.dataclass(frozen=True)
+class Tile:
+    """How a form is tiled. block_n: KV rows a tile. num_stages: KV tiles a program's pipeline
+    holds (Triton's software pipeliner's stages; a Gluon kernel's ring of shared-memory
+    stages, its STAGES). Its program's size is one of: num_warps, Triton's num_warps, the
+    warps of the GPU it runs on (32 threads on NVIDIA, 64 on AMD), for a Triton-language
+    form; threads, fixed by a Gluon kernel's layouts whatever the GPU. waves_per_eu: on AMD,
+    the waves a SIMD the register allocator aims for (0: none)."""
+    block_n: int
+    num_stages: int
+    num_warps: int = 0
+    threads: int = 0
+    waves_per_eu: int = 0
+
+    def launch_warps(self, arch: GpuArch) -> int:
+        """The launch's num_warps on `arch`."""
+        return self.num_warps or self.threads // arch.warp_size
+
+
+@dataclasses.dataclass(frozen=True)
+class ErrorBound:
+    """Bounds on a candidate's error against exact fp32 attention over the KV format it
+    reads, relative to the output's own scale (the rule's atol of 0.1 is larger than
+    unit-randn outputs at long lengths, so it passes zeros and halved outputs)."""
+    sequence_rms: float  # worst sequence's rms(out - exact) / rms(exact)
+    element: float       # largest |out - exact| over the rms of the whole exact output
+
+
+# Per KV format: the bound of a form without a measured bound of its own (aiter's a16w8, which
+# runs only on an MI355X with aiter; a new form until bench/verify_errors.py has measured
+# it): 3x the largest error (sequence RMS, element) that any computation over the format
+# showed in those runs (results/2026-11-30-h200-session2/verify).
+FORMAT_ERROR_BOUNDS = {
+    # exact attention rounded once to bf16 (the torch route): 0.17%, 1.8%
+    "bf16": ErrorBound(sequence_rms=0.006, element=0.06),
+    # e4m3 Q and P, as the e4m3_waves form multiplies, and the a8w8 reference: 3.6%, 29%
+    "fp8": ErrorBound(sequence_rms=0.11, element=0.9),
+    # e4m3 Q against e2m1 K, as the waves form multiplies: 3.0%, 25%
+    "mxfp4": ErrorBound(sequence_rms=0.09, element=0.75),
+}
+
+
+def bound_of(kv_format: str, form: str, measured: ErrorBound | None) -> tuple[ErrorBound, str]:
+    """The bound a candidate of `form` over `kv_format` is judged by, and its name: its own
+    where it was measured, else its format's, named as such."""
+    if measured is not None:
+        return measured, f"{kv_format} {form} bound"
+    return FORMAT_ERROR_BOUNDS[kv_format], f"{kv_format} format bound: form {form!r} has no measured bound of its own"
 
 
 def _pointer_arguments(form: KernelForm, launch, q, kv, kv_scale, qo_indptr, kv_indptr, out) -> dict:
@@ -2967,8 +2988,8 @@ def _pointer_arguments(form: KernelForm, launch, q, kv, kv_scale, qo_indptr, kv_
 @dataclasses.dataclass(frozen=True, eq=False)
 class KernelForm:
     """One form of the decode over one KV format (section 2 says what each computes). What
-    offers, orders, tiles, splits, launches, compiles or reports a form reads its record;
-    adding a form is adding a record to KERNEL_FORMS and its kernel."""
+    offers, orders, tiles, splits, launches, compiles, verifies or reports a form reads its
+    record; adding a form is adding a record to KERNEL_FORMS and its kernel."""
     kv_format: str            # "fp8" or "mxfp4"
     name: str                 # among the format's forms: MLA_ROUTE=triton_<format>:<name>, form=<name> in labels
     language: str             # "triton", or "gluon" (offered only where gluon_forms_here says so)
@@ -2981,14 +3002,17 @@ class KernelForm:
     # (form, launch, q, kv, kv_scale, sm_scale, scratch) -> the kernel's other arguments by
     # name: what a plan fixes (shapes, strides, scratch, constexprs).
     arguments: Callable
+    # The verifier's bound on its error (bench/error_bounds.py derives it from measured runs:
+    # 3x the worst measured error, rounded up to 2 digits); None: its format's bound.
+    error_bound: ErrorBound | None = None
+    constexprs: dict = dataclasses.field(default_factory=dict)  # the kernel's constexprs this form fixes
     # (form, launch, q, kv, kv_scale, qo_indptr, kv_indptr, out) -> the kernel's arguments that
     # come with every call, by name: the tensors (the Hopper forms' KV as TMA descriptors).
     call_arguments: Callable = _pointer_arguments
-    split_rule: Callable = device_filling_splits  # (form, batch, max_kv_len, num_sms, arch) -> (splits, min tokens)
     programs_per_cu: int = 1  # programs a CU needs beside each other to keep its loads in flight (gfx950 splits)
     wide_tile_when_idle: bool = False  # the second tile (more warps a program) leads where batch x splits < SMs
     wave_groups: bool = False  # its tile is WAVE_GROUPS groups of rows, one a wave (64-thread group)
-    gfx950_convert: bool = False  # on gfx950 it decodes MXFP4 by the convert instruction (TritonLaunch.hw_convert)
+    gfx950_convert: bool = False  # on gfx950 it decodes MXFP4 by the convert instruction (KernelLaunch.hw_convert)
     combine_modes: tuple = ("second_kernel", "in_kernel")  # how its splits can be merged
     row_alignment: int = 1    # bytes: it reads KV rows as 4-byte words (4) or 16-byte copies (16)
     # Not launched over a KV buffer of no rows (every sequence is then empty: the output is
@@ -2997,20 +3021,103 @@ class KernelForm:
     no_launch_over_empty_buffer: bool = False
     int32_tile_offsets: bool = False  # its offsets within a tile are 32-bit: BLOCK_N rows (and scales) must fit
     kv_dtype: object = None   # the one fp8 dtype it reads (None: any of FP8_DTYPES)
-    gluon_arch: str = ""      # a Gluon kernel written for an ARCH of GLUON_ARCH_DEVICES ("hopper"); "": the device's
+    # A Gluon kernel written for one architecture alone (an ARCH of GpuArch.exclusive_gluon_archs:
+    # "hopper"); "": one written for several, which takes the device's GpuArch.gluon_arch.
+    gluon_arch: str = ""
     # (form, batch, max_kv_len, num_sms, arch) -> the launches it is offered with wherever it
-    # is placed; None: triton_launch_candidates's rule (the lead's several, one each other's).
+    # is placed; None: launch_candidates's rule (the lead's several, one each other's).
     own_launches: Callable | None = None
 
+    @property
+    def bound(self) -> tuple[ErrorBound, str]:
+        """The verifier's bound for this form, and its name (bound_of)."""
+        return bound_of(self.kv_format, self.name, self.error_bound)
 
+
+# ---- Gluon forms: where each can run ----
+def form_gluon_arch(form: KernelForm, arch: GpuArch | str) -> str:
+    """The ARCH of `form`'s Gluon kernel on `arch`: the form's own where it names one that
+    `arch` runs, else the architecture's cross-GPU one; "" for a Triton form and where the
+    form has no kernel for `arch`."""
+    arch = as_arch(arch)
+    if form.language != "gluon":
+        return ""
+    if form.gluon_arch:
+        return form.gluon_arch if form.gluon_arch in arch.exclusive_gluon_archs else ""
+    return arch.gluon_arch
+
+
+def form_runs_on(form: KernelForm, arch: GpuArch | str) -> bool:
+    """Whether `form` has a kernel for `arch`: a Triton form everywhere, a Gluon form where it
+    has an ARCH for it (whatever this Triton's Gluon lacks)."""
+    return form.language != "gluon" or bool(form_gluon_arch(form, arch))
+
+
+def gluon_problem(kernel_arch: str) -> str:
+    """Why this Triton offers no Gluon form for the kernel ARCH ("cdna4", "ampere", "hopper");
+    "" if it does."""
+    return _GLUON_PROBLEMS.get(kernel_arch, f"no Gluon kernel for ARCH {kernel_arch!r}")
+
+
+def gluon_forms_here(arch: GpuArch | str, form: KernelForm | None = None) -> bool:
+    """Whether Gluon forms (`form` alone, where given) can be offered on `arch`: the kernels
+    are compiled (not interpreted), the architecture has a Gluon ARCH for them, and this
+    Triton's Gluon has what the kernel for that ARCH uses (gluon_problem)."""
+    arch = as_arch(arch)
+    kernel_arch = arch.gluon_arch if form is None else form_gluon_arch(form, arch)
+    return not _INTERPRETED and bool(kernel_arch) and not gluon_problem(kernel_arch)
+
+
+_GLUON_REFUSALS_SAID: set = set()
+
+
+def _gluon_forms_named(kernel_arch: str, arch: GpuArch) -> str:
+    return "Gluon form" if kernel_arch == arch.gluon_arch else f"Gluon {kernel_arch} form"
+
+
+def _say_why_no_gluon(arch: GpuArch, kernel_arch: str) -> None:
+    # Under MLA_DEBUG, once per architecture and kernel ARCH: why a GPU that has a Gluon
+    # kernel gets no Gluon form of that ARCH.
+    problem = kernel_arch and not _INTERPRETED and gluon_problem(kernel_arch)
+    if problem and (arch.name, kernel_arch) not in _GLUON_REFUSALS_SAID and _env_flag("MLA_DEBUG"):
+        _GLUON_REFUSALS_SAID.add((arch.name, kernel_arch))
+        print(f"[mla] no {_gluon_forms_named(kernel_arch, arch)} on {arch.name}: {problem}", file=sys.stderr)
+
+
+def _devices_running(kernel_arch: str) -> str:
+    return " or ".join(sorted(name for name, arch in ARCHITECTURES.items() if kernel_arch in arch.exclusive_gluon_archs))
+
+
+def check_gluon_here(arch: GpuArch | str, form: KernelForm | None = None) -> None:
+    """Raises ValueError, saying why, where a Gluon form (`form`, where given) cannot run
+    (before any launch)."""
+    arch = as_arch(arch)
+    where = arch.name or "this device (no GPU)"
+    if _INTERPRETED:
+        raise ValueError("Gluon kernels do not run under TRITON_INTERPRET=1 (Gluon asks for a GPU "
+                         "driver); use a Triton form there")
+    if form is not None and form.gluon_arch:
+        if form.gluon_arch not in arch.exclusive_gluon_archs:
+            raise ValueError(f"the {form.kv_format} form {form.name} runs on {_devices_running(form.gluon_arch)} "
+                             f"GPUs only (Gluon's {form.gluon_arch} kernels), not on {where}")
+        kernel_arch = form.gluon_arch
+    elif not arch.gluon_arch:
+        raise ValueError(f"the Gluon forms run on gfx950 or NVIDIA sm_80+ GPUs, not on {where}")
+    else:
+        kernel_arch = arch.gluon_arch
+    if gluon_problem(kernel_arch):
+        raise ValueError(f"no {_gluon_forms_named(kernel_arch, arch)} on {arch.name}: {gluon_problem(kernel_arch)}")
+
+
+# ---- the arguments each kernel takes ----
 def _decode_arguments(form: KernelForm, launch, q, kv, kv_scale, sm_scale: float, scratch) -> dict:
-    """What both decode kernels take after the call's tensors, by name, in their order."""
+    """What every decode kernel takes after the call's tensors, by name, in their order."""
     stride_sr, stride_sc = kv_scale.stride() if form.kv_format == "mxfp4" else (0, 0)  # fp8: one scale, no blocks
     return dict(part_o_ptr=scratch.part_o, part_lse_ptr=scratch.part_lse, counters_ptr=scratch.counters,
                 qk_scale=sm_scale * _LOG2E, total_q=q.shape[0], kv_rows=kv.shape[0], num_splits=launch.num_splits,
                 stride_q_tok=q.stride(0), stride_q_head=q.stride(1), stride_kv=kv.stride(0),
                 stride_sr=stride_sr, stride_sc=stride_sc,
-                # out is contiguous: TritonRunner makes it so or refuses it
+                # out is contiguous: KernelRunner makes it so or refuses it
                 stride_o_tok=NUM_HEADS * V_HEAD_DIM, stride_o_head=V_HEAD_DIM)
 
 
@@ -3024,8 +3131,7 @@ def _triton_decode_arguments(form: KernelForm, launch, q, kv, kv_scale, sm_scale
 
 
 def _gluon_decode_arguments(form: KernelForm, launch, q, kv, kv_scale, sm_scale: float, scratch) -> dict:
-    """_mla_decode_gluon_kernel's arguments after the call's tensors (its ring's STAGES is
-    the tile's num_stages)."""
+    """_mla_decode_gluon_kernel's arguments after the call's tensors."""
     return dict(_decode_arguments(form, launch, q, kv, kv_scale, sm_scale, scratch),
                 KV_FORMAT=form.kv_format, FORM=form.name, SPLIT=launch.num_splits > 1,
                 COMBINE_IN_KERNEL=launch.combine_in_kernel, WAVE_FENCE_THREADS=_wave_fence_threads(launch),
@@ -3033,16 +3139,10 @@ def _gluon_decode_arguments(form: KernelForm, launch, q, kv, kv_scale, sm_scale:
                 ARCH=launch.gluon_arch)
 
 
-HOPPER_BLOCK_N = 64  # the Hopper kernels' tile (fixed in their code): the M of one warpgroup MMA, 4 warps x 16 rows
-
-
-def _hopper_decode_arguments(form: KernelForm, launch, q, kv, kv_scale, sm_scale: float, scratch,
-                             **form_constexprs) -> dict:
+def _hopper_decode_arguments(form: KernelForm, launch, q, kv, kv_scale, sm_scale: float, scratch) -> dict:
     """A Hopper kernel's arguments after the call's tensors: the shared ones but the KV row
-    stride (the TMA descriptors carry it) and, for fp8, the block scales' strides; the fp8
-    kernel's ring (STAGES); the form's own constexprs (fp8: SPLIT_OPERANDS)."""
-    _require(launch.block_n == HOPPER_BLOCK_N, ValueError,
-             f"the {form.kv_format} form {form.name} reads {HOPPER_BLOCK_N}-row tiles, not {launch.block_n}")
+    stride (the TMA descriptors carry it) and, for fp8, the block scales' strides; its tile
+    and ring (BLOCK_N, STAGES) and the form's own constexprs (KernelForm.constexprs)."""
     if form.kv_format == "mxfp4":  # read through the KV row's index, clamped to the buffer
         _require(kv_scale.shape[0] >= kv.shape[0], ValueError,
                  f"the mxfp4 form {form.name} needs a scale row for every KV row ({kv_scale.shape[0]} scale rows, "
@@ -3051,45 +3151,45 @@ def _hopper_decode_arguments(form: KernelForm, launch, q, kv, kv_scale, sm_scale
     del arguments["stride_kv"]
     if form.kv_format == "fp8":
         del arguments["stride_sr"], arguments["stride_sc"]
-        arguments["STAGES"] = launch.num_stages  # MXFP4's one-stage ring is its kernel's own
     split = launch.num_splits > 1
-    combine = split and launch.combine_in_kernel
-    return dict(arguments, SPLIT=split, COMBINE_IN_KERNEL=combine, WAVE_FENCE_THREADS=_wave_fence_threads(launch),
-                **form_constexprs)
+    return dict(arguments, SPLIT=split, COMBINE_IN_KERNEL=split and launch.combine_in_kernel,
+                WAVE_FENCE_THREADS=_wave_fence_threads(launch), BLOCK_N=launch.block_n, STAGES=launch.num_stages,
+                **form.constexprs)
 
 
 @functools.lru_cache(maxsize=None)
-def _hopper_tile_layout(block_columns: int, e4m3: bool):
+def _hopper_tile_layout(block_rows: int, block_columns: int, e4m3: bool):
     # The shared-memory layout of a TMA tile (the same for every call: made once, 10 us each).
     element = gl.float8e4nv if e4m3 else gl.uint8
-    return gl.NVMMASharedLayout.get_default_for([HOPPER_BLOCK_N, block_columns], element)
+    return gl.NVMMASharedLayout.get_default_for([block_rows, block_columns], element)
 
 
-def _hopper_descriptor(rows, block_columns: int):
+def _hopper_descriptor(rows, block_rows: int, block_columns: int):
     """A TMA descriptor of the KV rows (a 2-D view, rows of bytes or e4m3) in tiles of
-    HOPPER_BLOCK_N rows x block_columns."""
-    layout = _hopper_tile_layout(block_columns, rows.dtype == torch.float8_e4m3fn)
+    block_rows x block_columns."""
+    layout = _hopper_tile_layout(block_rows, block_columns, rows.dtype == torch.float8_e4m3fn)
     return gl_hopper_host.TensorDescriptor(rows, list(rows.shape), list(rows.stride()),
-                                           [HOPPER_BLOCK_N, block_columns], layout)
+                                           [block_rows, block_columns], layout)
 
 
 def _hopper_call_arguments(form: KernelForm, launch, q, kv, kv_scale, qo_indptr, kv_indptr, out) -> dict:
     """The call's tensors as a Hopper kernel takes them: the KV rows (checked 16-byte aligned,
-    _check_rows; never empty: zeros_over_an_empty_buffer) as two TMA descriptors, the 512 nope features' bytes and the
-    64 rope features' (fp8: 512 + 64 e4m3, MXFP4: 256 + 32 code bytes)."""
+    _check_rows; never empty: zeros_over_an_empty_buffer) as two TMA descriptors of the
+    launch's tiles, the 512 nope features' bytes and the 64 rope features' (fp8: 512 + 64
+    e4m3, MXFP4: 256 + 32 code bytes)."""
     rows = kv.reshape(kv.shape[0], -1)
     nope_bytes = V_HEAD_DIM if form.kv_format == "fp8" else V_HEAD_DIM // 2
-    return dict(q_ptr=q, nope_desc=_hopper_descriptor(rows, nope_bytes),
-                rope_desc=_hopper_descriptor(rows, rows.shape[1] - nope_bytes), kv_scale_ptr=kv_scale,
+    return dict(q_ptr=q, nope_desc=_hopper_descriptor(rows, launch.block_n, nope_bytes),
+                rope_desc=_hopper_descriptor(rows, launch.block_n, rows.shape[1] - nope_bytes), kv_scale_ptr=kv_scale,
                 qo_indptr_ptr=qo_indptr, kv_indptr_ptr=kv_indptr, out_ptr=out)
 
 
-def _hopper_launches(form: KernelForm, batch: int, max_kv_len: int, num_sms: int, arch: str) -> list:
+def _hopper_launches(form: KernelForm, batch: int, max_kv_len: int, num_sms: int, arch: GpuArch) -> list:
     """A Hopper form's launches: its leading splits (two programs an SM) with the in-kernel
     combine, as it ran on the H200; half as many splits (each program longer, fewer partials
     to merge); the leading splits merged by the combine kernel (two launches, the merge spread
     over programs instead of one program's loop)."""
-    splits = form.split_rule(form, batch, max_kv_len, num_sms, arch)[0]
+    splits = arch.split_rule(form, batch, max_kv_len, num_sms)[0]
     launch = _launch(splits, form.tiles[0], form, arch)
     if splits == 1:
         return [launch]
@@ -3098,56 +3198,73 @@ def _hopper_launches(form: KernelForm, batch: int, max_kv_len: int, num_sms: int
             dataclasses.replace(half, combine_in_kernel=splits // 2 > 1), launch]
 
 
-# The forms. Tiles: the H200 forms' are its sweep's best (bench/kernel_sweep.py); where
-# 4-warp programs would leave SMs idle the 8-warp tile leads (about one program an SM). The
-# gfx950 forms' are the tiles that compile without spilling at 2 waves a SIMD with the fewest
-# loop instructions a token (bench/gfx950_report.py; a static bound, never run on an
-# MI355X). Places: on gfx950 the Gluon forms lead and the Triton wave forms follow; on sm_90
-# the Hopper forms lead (each with its own launches: _hopper_launches), then the others in
-# their order elsewhere: the H200's fastest Triton form, then the CDNA4 forms as extra
-# candidates (Triton lowers fp8 dots and dot_scaled everywhere; gfx950's convert instruction
-# exists only there). The first form of a format is its default where a launch names none.
+# ---- the forms ----
+# Tiles: the H200 forms' are its sweep's best (bench/kernel_sweep.py); where 4-warp programs
+# would leave SMs idle the 8-warp tile leads (about one program an SM). The gfx950 forms' are
+# the tiles that compile without spilling at 2 waves a SIMD with the fewest loop instructions
+# a token (bench/gfx950_report.py; a static bound, never run on an MI355X). Places: on gfx950
+# the Gluon forms lead and the Triton wave forms follow; on sm_90 the Hopper forms lead (each
+# with its own launches: _hopper_launches), then the others in their order elsewhere: the
+# H200's fastest Triton form, then the CDNA4 forms as extra candidates (Triton lowers fp8 dots
+# and dot_scaled everywhere; gfx950's convert instruction exists only there). The first form
+# of a format is its default where a launch names none. Error bounds: 3x the worst error
+# measured for the form on the regular inputs (the 8 benchmark inputs on the H200, the
+# robustness inputs, the verification tests' inputs), rounded up to 2 digits, as
+# bench/error_bounds.py derives them from the runs of bench/verify_errors.py it names; forms
+# whose math is exact but for its last rounding (the f16 and bf16 forms) keep tight bounds,
+# the e4m3-Q forms cannot. The gfx950 Gluon forms' come from torch models of their gfx950
+# rounding at the benchmark sizes (tools/gfx950_numerics.py, which the gfx950 emulator holds
+# to the code itself); the Hopper forms' from their code on the H200 and their numerics
+# modelled in torch on the GPU's inputs: two e4m3 terms 0.40% / 5.0%, one term 3.5% / 30%
+# (the e4m3_waves and a8w8 size), MXFP4 0.22% / 2.1%.
 KERNEL_FORMS = (
     KernelForm("fp8", "f16", "triton", places={"gfx950": None, "sm_90": 2, "": 0},
-               tiles=(Tile(32, 4, 3), Tile(64, 8, 3)), wide_tile_when_idle=True, int32_tile_offsets=True,
+               tiles=(Tile(32, 3, num_warps=4), Tile(64, 3, num_warps=8)), wide_tile_when_idle=True,
+               int32_tile_offsets=True, error_bound=ErrorBound(sequence_rms=0.019, element=0.16),
                kernel=_mla_decode_kernel, arguments=_triton_decode_arguments),
     KernelForm("fp8", "e4m3_waves", "triton", places={"gfx950": 1, "sm_90": 3, "": 1},
-               tiles=(Tile(128, 4, 1, waves_per_eu=2),), wave_groups=True, int32_tile_offsets=True,
+               tiles=(Tile(128, 1, num_warps=4, waves_per_eu=2),), wave_groups=True, int32_tile_offsets=True,
+               error_bound=ErrorBound(sequence_rms=0.11, element=0.89),
                kernel=_mla_decode_kernel, arguments=_triton_decode_arguments),
-    # Gluon: two programs a CU fit the registers (waves_per_eu 2); STAGES 2 is a ring of two.
+    # Gluon: 4 groups of 64 threads (four gfx950 waves, eight NVIDIA warps); two programs a CU
+    # fit the registers (waves_per_eu 2); a ring of two stages.
     KernelForm("fp8", "gluon", "gluon", places={"gfx950": 0, "sm_90": 4, "": 2},
-               tiles=(Tile(128, 4, 2, waves_per_eu=2),), wave_groups=True, int32_tile_offsets=True,
+               tiles=(Tile(128, 2, threads=256, waves_per_eu=2),), wave_groups=True, int32_tile_offsets=True,
                row_alignment=16, no_launch_over_empty_buffer=True, kv_dtype=torch.float8_e4m3fn,
+               error_bound=ErrorBound(sequence_rms=0.11, element=0.86),
                kernel=_mla_decode_gluon_kernel, arguments=_gluon_decode_arguments),
     KernelForm("mxfp4", "bf16", "triton", places={"gfx950": None, "sm_90": 1, "": 0},
-               tiles=(Tile(32, 4, 1), Tile(64, 8, 1)), wide_tile_when_idle=True,
+               tiles=(Tile(32, 1, num_warps=4), Tile(64, 1, num_warps=8)), wide_tile_when_idle=True,
+               error_bound=ErrorBound(sequence_rms=0.011, element=0.093),
                kernel=_mla_decode_kernel, arguments=_triton_decode_arguments),
     KernelForm("mxfp4", "waves", "triton", places={"gfx950": 1, "sm_90": 2, "": 1},
-               tiles=(Tile(128, 4, 1, waves_per_eu=2),), wave_groups=True, gfx950_convert=True, row_alignment=4,
+               tiles=(Tile(128, 1, num_warps=4, waves_per_eu=2),), wave_groups=True, gfx950_convert=True,
+               row_alignment=4, error_bound=ErrorBound(sequence_rms=0.089, element=0.75),
                kernel=_mla_decode_kernel, arguments=_triton_decode_arguments),
-    # Gluon MXFP4: one tile in shared memory, one in flight into registers (STAGES 2); a
+    # Gluon MXFP4: one tile in shared memory, one in flight into registers (a ring of two); a
     # program keeps only that one in flight, so its leading splits give a CU two programs,
     # which its registers and LDS hold (waves_per_eu 2).
     KernelForm("mxfp4", "gluon", "gluon", places={"gfx950": 0, "sm_90": 3, "": 2},
-               tiles=(Tile(128, 4, 2, waves_per_eu=2),), programs_per_cu=2, wave_groups=True,
+               tiles=(Tile(128, 2, threads=256, waves_per_eu=2),), programs_per_cu=2, wave_groups=True,
                int32_tile_offsets=True, row_alignment=16, no_launch_over_empty_buffer=True,
+               error_bound=ErrorBound(sequence_rms=0.087, element=0.93),
                kernel=_mla_decode_gluon_kernel, arguments=_gluon_decode_arguments),
-    # The Hopper forms (section 2.4), sm_90 alone: one warpgroup a program, 64-row tiles; fp8
-    # a ring of two tiles (STAGES 2), MXFP4 its kernel's one-stage ring.
+    # The Hopper forms (section 2.4), sm_90 alone: one warpgroup (128 threads) a program,
+    # 64-row tiles (one warpgroup MMA's M); fp8 a ring of two tiles, MXFP4 one.
     KernelForm("fp8", "hopper_two_term", "gluon", places={"sm_90": 0}, gluon_arch="hopper",
-               tiles=(Tile(HOPPER_BLOCK_N, 4, 2),), own_launches=_hopper_launches, row_alignment=16,
-               no_launch_over_empty_buffer=True, kv_dtype=torch.float8_e4m3fn, kernel=_hopper_fp8_kernel,
-               arguments=functools.partial(_hopper_decode_arguments, SPLIT_OPERANDS=True),
-               call_arguments=_hopper_call_arguments),
+               tiles=(Tile(64, 2, threads=128),), own_launches=_hopper_launches, row_alignment=16,
+               no_launch_over_empty_buffer=True, kv_dtype=torch.float8_e4m3fn,
+               error_bound=ErrorBound(sequence_rms=0.013, element=0.16), constexprs={"SPLIT_OPERANDS": True},
+               kernel=_hopper_fp8_kernel, arguments=_hopper_decode_arguments, call_arguments=_hopper_call_arguments),
     KernelForm("fp8", "hopper_one_term", "gluon", places={"sm_90": 1}, gluon_arch="hopper",
-               tiles=(Tile(HOPPER_BLOCK_N, 4, 2),), own_launches=_hopper_launches, row_alignment=16,
-               no_launch_over_empty_buffer=True, kv_dtype=torch.float8_e4m3fn, kernel=_hopper_fp8_kernel,
-               arguments=functools.partial(_hopper_decode_arguments, SPLIT_OPERANDS=False),
-               call_arguments=_hopper_call_arguments),
+               tiles=(Tile(64, 2, threads=128),), own_launches=_hopper_launches, row_alignment=16,
+               no_launch_over_empty_buffer=True, kv_dtype=torch.float8_e4m3fn,
+               error_bound=ErrorBound(sequence_rms=0.11, element=0.92), constexprs={"SPLIT_OPERANDS": False},
+               kernel=_hopper_fp8_kernel, arguments=_hopper_decode_arguments, call_arguments=_hopper_call_arguments),
     KernelForm("mxfp4", "hopper", "gluon", places={"sm_90": 0}, gluon_arch="hopper",
-               tiles=(Tile(HOPPER_BLOCK_N, 4, 1),), own_launches=_hopper_launches, row_alignment=16,
-               no_launch_over_empty_buffer=True, kernel=_hopper_mxfp4_kernel, arguments=_hopper_decode_arguments,
-               call_arguments=_hopper_call_arguments),
+               tiles=(Tile(64, 1, threads=128),), own_launches=_hopper_launches, row_alignment=16,
+               no_launch_over_empty_buffer=True, error_bound=ErrorBound(sequence_rms=0.0066, element=0.064),
+               kernel=_hopper_mxfp4_kernel, arguments=_hopper_decode_arguments, call_arguments=_hopper_call_arguments),
 )
 _FORMS_BY_NAME = {(form.kv_format, form.name): form for form in KERNEL_FORMS}
 
@@ -3162,17 +3279,18 @@ def kernel_form(kv_format: str, name: str = "") -> KernelForm:
     form = _FORMS_BY_NAME.get((kv_format, name)) if name else next(iter(forms_of(kv_format)), None)
     if form is None:
         if not forms_of(kv_format):
-            raise ValueError(f"no Triton kernel for kv_format {kv_format!r}")
+            raise ValueError(f"no kernel for kv_format {kv_format!r}")
         raise ValueError(f"no {kv_format} kernel form {name!r}; known forms "
                          f"{tuple(known.name for known in forms_of(kv_format))}")
     return form
 
 
-def offered_forms(kv_format: str, arch: str) -> tuple:
+def offered_forms(kv_format: str, arch: GpuArch | str) -> tuple:
     """The format's forms offered on `arch`, in their places there (the first leads)."""
+    arch = as_arch(arch)
     placed = []
     for index, form in enumerate(forms_of(kv_format)):
-        place = form.places.get(arch, form.places.get(""))
+        place = form.places.get(arch.name, form.places.get(""))
         if place is None:
             continue
         if form.language == "gluon" and not gluon_forms_here(arch, form):
@@ -3182,23 +3300,13 @@ def offered_forms(kv_format: str, arch: str) -> tuple:
     return tuple(form for _, _, form in sorted(placed, key=lambda item: item[:2]))
 
 
-# The in-kernel combine's arrival (_arrive) is known right on NVIDIA (one thread after a
-# barrier), under the interpreter (no architecture), and on the AMD GPUs whose memory model
-# its per-wave fences are written for (AMDGPUUsage's GFX942 rules, which cover gfx950);
-# elsewhere a second kernel merges the splits.
-WAVE_FENCE_ARCHS = ("gfx942", "gfx950")
-
-
-def in_kernel_combine_here(arch: str) -> bool:
-    return arch in WAVE_FENCE_ARCHS or arch.startswith("sm_") or arch == ""
-
-
+# ---- launches ----
 @dataclasses.dataclass(frozen=True)
-class TritonLaunch:
+class KernelLaunch:
     """One launch configuration of a form: what the autopick times and a runner launches."""
     num_splits: int
     block_n: int
-    num_warps: int
+    num_warps: int        # the launch's (Tile.launch_warps)
     num_stages: int
     # With several splits: merge them in the decode kernel (the last program of a
     # sequence to finish, one launch) rather than in a second kernel (two launches).
@@ -3206,31 +3314,29 @@ class TritonLaunch:
     form: str = ""        # a KernelForm's name of the format; "" is the format's first
     waves_per_eu: int = 0  # AMD only: the occupancy the register allocator aims for (0: none)
     hw_convert: bool = False  # gfx950 only: a form with gfx950_convert decodes by that instruction
-    gluon_arch: str = ""  # Gluon forms: the kernel's ARCH ("cdna4" for gfx950, "ampere" for NVIDIA sm_80+)
-    # In-kernel combine (_arrive): every wave fences its own partial stores before the
-    # program's one arrival and its own reads after the merging program's take-back (gfx942,
-    # gfx950: a release there orders only its own wave's stores), or, False, the arrival
-    # after a barrier alone (NVIDIA, whose PTX model makes it cumulative; the interpreter).
+    gluon_arch: str = ""  # Gluon forms: the kernel's ARCH (form_gluon_arch)
+    # In-kernel combine: every wave fences its own partial stores and reads (GpuArch.wave_fences).
     each_wave_fences: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
-class TritonScratch:
+class SplitScratch:
     part_o: torch.Tensor    # (batch, splits, 16, 512) fp32: each split's normalized output
     part_lse: torch.Tensor  # (batch, splits, 16) fp32: each split's log2(sum exp2(s - m)) + m
     counters: torch.Tensor  # (batch,) int32, zero between calls: splits finished (in-kernel combine)
 
 
-def triton_launch_candidates(kv_format: str, batch: int, max_kv_len: int, num_sms: int,
-                             arch: str = "", form: str = "") -> list[TritonLaunch]:
+def launch_candidates(kv_format: str, batch: int, max_kv_len: int, num_sms: int, arch: GpuArch | str = "",
+                      form: str = "") -> list[KernelLaunch]:
     """A short list for the autopick to time on a device of `num_sms` SMs / CUs and
-    architecture `arch` (e.g. "sm_90", "gfx950"; "" when unknown); the first is the default.
+    architecture `arch` (a record, or a name for arch_record); the first is the default.
     The forms come in their places (offered_forms). A form with its own launches
     (KernelForm.own_launches) gets those; the first of the others leads: its tiles at its
     split rule's splits, then its first tile at half / double the splits, then the first and
     the first neighbour again with the in-kernel combine; every other form offered on the
     architecture gets its first tile at its own leading splits. A forced `form` is offered
     alone, on any device."""
+    arch = as_arch(arch)
     forced = kernel_form(kv_format, form) if form else None
     if not forced:
         kernel_form(kv_format)  # refuses a format without forms
@@ -3246,15 +3352,15 @@ def triton_launch_candidates(kv_format: str, batch: int, max_kv_len: int, num_sm
         elif form is lead:
             candidates += _leading_launches(lead, batch, max_kv_len, num_sms, arch)
         else:
-            candidates.append(_launch(form.split_rule(form, batch, max_kv_len, num_sms, arch)[0], form.tiles[0],
-                                      form, arch))
+            candidates.append(_launch(arch.split_rule(form, batch, max_kv_len, num_sms)[0], form.tiles[0], form,
+                                      arch))
     return candidates
 
 
-def _leading_launches(lead: KernelForm, batch: int, max_kv_len: int, num_sms: int, arch: str) -> list:
-    # The leading form's launches (triton_launch_candidates).
+def _leading_launches(lead: KernelForm, batch: int, max_kv_len: int, num_sms: int, arch: GpuArch) -> list:
+    # The leading form's launches (launch_candidates).
     tiles = lead.tiles
-    splits, min_split_tokens = lead.split_rule(lead, batch, max_kv_len, num_sms, arch)
+    splits, min_split_tokens = arch.split_rule(lead, batch, max_kv_len, num_sms)
     if batch * splits < num_sms and lead.wide_tile_when_idle:
         tiles = tiles[::-1]
     launches = [_launch(splits, tile, lead, arch) for tile in tiles]
@@ -3265,17 +3371,16 @@ def _leading_launches(lead: KernelForm, batch: int, max_kv_len: int, num_sms: in
     # launch, which can decide where it has little to do.
     in_kernel = [dataclasses.replace(launch, combine_in_kernel=True)
                  for launch in launches[:1] + launches[len(tiles):][:1]
-                 if launch.num_splits > 1 and "in_kernel" in lead.combine_modes and in_kernel_combine_here(arch)]
+                 if launch.num_splits > 1 and "in_kernel" in lead.combine_modes and arch.in_kernel_combine]
     return launches + in_kernel
 
 
-def _launch(splits: int, tile: Tile, form: KernelForm, arch: str) -> TritonLaunch:
-    kernel_arch = form_gluon_arch(form, arch)
-    num_warps = tile.num_warps * 2 if kernel_arch == "ampere" else tile.num_warps  # a 64-thread group is two warps there
-    return TritonLaunch(splits, tile.block_n, num_warps, tile.num_stages, form=form.name,
-                        waves_per_eu=tile.waves_per_eu if arch.startswith("gfx") else 0,
-                        hw_convert=form.gfx950_convert and arch == "gfx950", gluon_arch=kernel_arch,
-                        each_wave_fences=arch in WAVE_FENCE_ARCHS)
+def _launch(splits: int, tile: Tile, form: KernelForm, arch: GpuArch | str) -> KernelLaunch:
+    arch = as_arch(arch)
+    return KernelLaunch(splits, tile.block_n, tile.launch_warps(arch), tile.num_stages, form=form.name,
+                        waves_per_eu=tile.waves_per_eu if arch.amd_options else 0,
+                        hw_convert=form.gfx950_convert and arch.gfx950_convert,
+                        gluon_arch=form_gluon_arch(form, arch), each_wave_fences=arch.wave_fences)
 
 
 def form_of_launch(kv_format: str, launch) -> KernelForm:
@@ -3286,15 +3391,15 @@ def form_of_launch(kv_format: str, launch) -> KernelForm:
     if (form.language == "gluon") != bool(launch.gluon_arch) or launch.gluon_arch != (form.gluon_arch
                                                                                   or launch.gluon_arch):
         raise ValueError(f"the {kv_format} form {form.name!r} with gluon_arch {launch.gluon_arch!r}: a Gluon form "
-                         "needs the Gluon architecture triton_launch_candidates gives it (its own where it names "
-                         "one), a Triton form none")
+                         "needs the Gluon architecture launch_candidates gives it (its own where it names one), a "
+                         "Triton form none")
     if launch.combine_in_kernel and launch.num_splits > 1 and "in_kernel" not in form.combine_modes:
         raise ValueError(f"the {kv_format} form {form.name!r} has no in-kernel combine")
     return form
 
 
 def launch_label(kv_format: str, launch) -> str:
-    """The autopick's name of a Triton launch, e.g. triton_fp8[form=f16,splits=8,...]."""
+    """The autopick's name of a kernel launch, e.g. triton_fp8[form=f16,splits=8,...]."""
     convert = ",hw_convert" if launch.hw_convert else ""
     combine = ",combine=in_kernel" if launch.combine_in_kernel and launch.num_splits > 1 else ""
     waves = f",waves_per_eu={launch.waves_per_eu}" if launch.waves_per_eu else ""
@@ -3303,9 +3408,9 @@ def launch_label(kv_format: str, launch) -> str:
             f"stages={launch.num_stages}{waves}{combine}]")
 
 
-def make_triton_scratch(batch: int, launch: TritonLaunch, device) -> TritonScratch:
+def make_split_scratch(batch: int, launch: KernelLaunch, device) -> SplitScratch:
     splits = launch.num_splits if launch.num_splits > 1 else 0  # one split writes out directly
-    return TritonScratch(
+    return SplitScratch(
         part_o=torch.empty((batch, splits, NUM_HEADS, V_HEAD_DIM), dtype=torch.float32, device=device),
         part_lse=torch.empty((batch, splits, NUM_HEADS), dtype=torch.float32, device=device),
         counters=torch.zeros((max(batch, 1),), dtype=torch.int32, device=device),
@@ -3332,7 +3437,7 @@ def _mxfp4_operands(kv_fp4, kv_scales, launch):
     return kv_fp4, kv_scales if kv_scales.dtype == torch.uint8 else kv_scales.view(torch.uint8)
 
 
-def triton_kv_operands(kv_data, kv_format: str, launch) -> tuple:
+def kv_operands(kv_data, kv_format: str, launch) -> tuple:
     """(KV buffer, its scale or scales) as the decode kernel takes them for kv_format."""
     if kv_format == "mxfp4":
         return _mxfp4_operands(*kv_data["mxfp4"], launch)
@@ -3345,12 +3450,12 @@ def triton_kv_operands(kv_data, kv_format: str, launch) -> tuple:
 
 
 def _wave_groups(form: KernelForm, launch) -> int:
-    """The decode kernel's WAVE_GROUPS: num_warps for a wave form (each group at least 16
-    rows, the smallest MFMA side), num_warps / 2 for a Gluon launch on NVIDIA (a group is
-    64 threads), 1 for the others."""
+    """The decode kernel's WAVE_GROUPS: for a wave form, its 64-thread groups (a Gluon form's
+    threads / 64; a Triton wave form's num_warps, one group a warp, each group at least 16
+    rows, the smallest MFMA side); 1 for the others."""
     if not form.wave_groups:
         return 1
-    groups = launch.num_warps // 2 if launch.gluon_arch == "ampere" else launch.num_warps
+    groups = form.tiles[0].threads // 64 if form.language == "gluon" else launch.num_warps
     if launch.block_n % groups or launch.block_n // groups < 16 or groups & (groups - 1):
         raise ValueError(f"the {form.kv_format} form {form.name} needs block_n a multiple of 16 x {groups} groups, "
                          f"a power of two (got block_n {launch.block_n}, num_warps {launch.num_warps})")
@@ -3376,15 +3481,23 @@ def _combine_grid(batch: int, splits: int) -> tuple:
     return batch, NUM_HEADS, V_HEAD_DIM // _combine_columns(splits)
 
 
-def _check_gluon_launch(device, launch, form: KernelForm) -> None:
-    # A Gluon launch runs only on the architecture it was built for; "meta" tensors
-    # (tools/compile_target.py compiling for a named target) are not run.
+def _check_launch_here(device, launch, form: KernelForm) -> None:
+    # What a launch needs of the GPU it runs on ("meta" tensors, compiled for a named target
+    # by tools/compile_target.py, are not run): its Gluon ARCH, the convert instruction, the
+    # per-wave fences (their instructions exist on gfx942 / gfx950 alone: elsewhere the
+    # compiler aborts).
     if device.type == "meta":
         return
-    arch = _device_sms_and_arch(device)[1]
-    check_gluon_here(arch, form)
-    if form_gluon_arch(form, arch) != launch.gluon_arch:
-        raise ValueError(f"a Gluon launch built for {launch.gluon_arch} cannot run on {arch}")
+    arch = device_arch(device)[1]
+    if launch.hw_convert and device.type == "cuda" and not arch.gfx950_convert:
+        raise ValueError("hw_convert launches run on gfx950 only (or under the interpreter)")
+    if _wave_fence_threads(launch) and not arch.wave_fences:
+        fenced = " or ".join(name for name, record in ARCHITECTURES.items() if record.wave_fences)
+        raise ValueError(f"an in-kernel combine with per-wave fences runs on {fenced} only")
+    if form.language == "gluon":
+        check_gluon_here(arch, form)
+        if form_gluon_arch(form, arch) != launch.gluon_arch:
+            raise ValueError(f"a Gluon launch built for {launch.gluon_arch} cannot run on {arch.name}")
 
 
 def decode_arguments(kv_format: str, launch, q, kv, kv_scale, sm_scale: float, scratch) -> tuple:
@@ -3392,13 +3505,10 @@ def decode_arguments(kv_format: str, launch, q, kv, kv_scale, sm_scale: float, s
     with one split or the in-kernel combine), by name: all fixed by the shapes and strides
     a plan is keyed on, so a runner builds them on its first call."""
     form = form_of_launch(kv_format, launch)
-    if launch.hw_convert and q.device.type == "cuda" and _device_sms_and_arch(q.device)[1] != "gfx950":
-        # The convert instruction exists on gfx950 alone; elsewhere the compiler aborts.
-        raise ValueError("hw_convert launches run on gfx950 only (or under the interpreter)")
-    if _wave_fence_threads(launch) and q.device.type != "meta" and (
-            q.device.type != "cuda" or _device_sms_and_arch(q.device)[1] not in WAVE_FENCE_ARCHS):
-        # Its fences are gfx942 / gfx950 instructions (_arrive); "meta": compiled for a named target.
-        raise ValueError(f"an in-kernel combine with per-wave fences runs on {' or '.join(WAVE_FENCE_ARCHS)} only")
+    _check_launch_here(q.device, launch, form)
+    if form.gluon_arch and launch.block_n != form.tiles[0].block_n:  # its layouts are written for its tile
+        raise ValueError(f"the {kv_format} form {form.name} reads {form.tiles[0].block_n}-row tiles, "
+                         f"not {launch.block_n}")
     scale_strides = kv_scale.stride() if kv_format == "mxfp4" else (0, 0)
     largest_offset = max(kv.stride(0) * launch.block_n,
                          scale_strides[0] * launch.block_n + scale_strides[1] * MXFP4_BLOCKS_PER_ROW)
@@ -3406,8 +3516,6 @@ def decode_arguments(kv_format: str, launch, q, kv, kv_scale, sm_scale: float, s
         scales = f" or scale strides {tuple(scale_strides)}" if kv_format == "mxfp4" else ""
         raise ValueError(f"KV row stride {kv.stride(0)}{scales} too large for {launch.block_n}-row tiles "
                          f"(the {kv_format} form {form.name}'s in-tile offsets are 32-bit)")
-    if form.language == "gluon":
-        _check_gluon_launch(q.device, launch, form)
     decode = form.arguments(form, launch, q, kv, kv_scale, sm_scale, scratch)
     splits = launch.num_splits
     if splits == 1 or launch.combine_in_kernel:
@@ -3467,9 +3575,8 @@ def zeros_over_an_empty_buffer(kv_format: str, launch, kv, out) -> bool:
     return True
 
 
-def triton_decode(kv_format: str, q, kv, kv_scale, qo_indptr, kv_indptr, sm_scale: float, out, scratch,
-                  launch) -> None:
-    """One decode call on operands as triton_kv_operands gives them, its arguments built anew."""
+def decode(kv_format: str, q, kv, kv_scale, qo_indptr, kv_indptr, sm_scale: float, out, scratch, launch) -> None:
+    """One decode call on operands as kv_operands gives them, its arguments built anew."""
     if zeros_over_an_empty_buffer(kv_format, launch, kv, out):
         return
     arguments = decode_arguments(kv_format, launch, q, kv, kv_scale, sm_scale, scratch)
@@ -3477,17 +3584,16 @@ def triton_decode(kv_format: str, q, kv, kv_scale, qo_indptr, kv_indptr, sm_scal
         call.launch()
 
 
-def triton_mxfp4_decode(q, kv_fp4_u8, kv_scales_u8, qo_indptr, kv_indptr, sm_scale: float, out, scratch,
-                        launch) -> None:
+def mxfp4_decode(q, kv_fp4_u8, kv_scales_u8, qo_indptr, kv_indptr, sm_scale: float, out, scratch, launch) -> None:
     """kv_fp4_u8: (total_kv, 1, 288) or (total_kv, 288) bytes; kv_scales_u8: 2D e8m0 bytes,
     trimmed (total_kv, 18) or padded, read through its strides."""
     kv, scales = _mxfp4_operands(kv_fp4_u8, kv_scales_u8, launch)
-    triton_decode("mxfp4", q, kv, scales, qo_indptr, kv_indptr, sm_scale, out, scratch, launch)
+    decode("mxfp4", q, kv, scales, qo_indptr, kv_indptr, sm_scale, out, scratch, launch)
 
 
-def triton_fp8_decode(q, kv_fp8, kv_scale, qo_indptr, kv_indptr, sm_scale: float, out, scratch, launch) -> None:
+def fp8_decode(q, kv_fp8, kv_scale, qo_indptr, kv_indptr, sm_scale: float, out, scratch, launch) -> None:
     """kv_fp8: (total_kv, 1, 576) e4m3; kv_scale: float32 tensor of one element (read on device)."""
-    triton_decode("fp8", q, kv_fp8, kv_scale, qo_indptr, kv_indptr, sm_scale, out, scratch, launch)
+    decode("fp8", q, kv_fp8, kv_scale, qo_indptr, kv_indptr, sm_scale, out, scratch, launch)
 
 
 # -------------------------------------------------------------------------------------
@@ -3634,21 +3740,37 @@ def validate_indptr_values(qo_indptr, kv_indptr, total_q: int, total_kv: int, q_
 # =====================================================================================
 # Shape facts a plan is built from (read once, with one sync, at plan time)
 # =====================================================================================
+@dataclasses.dataclass(frozen=True)
 class CallShape:
-    def __init__(self, data):
+    """What a plan is built from: the call's shapes, lengths and formats, and its device's
+    facts (CallShape.of reads them from a call's data; bench/candidates.py assumes them)."""
+    batch: int
+    q_seq_len: int
+    total_q: int
+    total_kv: int
+    sm_scale: float
+    device: torch.device
+    formats: tuple            # the KV formats present, most precise first
+    q_contiguous: bool
+    max_kv_len: int
+    min_kv_len: int
+    uniform_kv_len: bool
+    num_sms: int              # the device's SMs or CUs (1 off a GPU)
+    arch: GpuArch             # the device's architecture (arch_record)
+    aiter: bool               # aiter's kernels can serve here (ROCm's aiter on an AMD GPU)
+
+    @classmethod
+    def of(cls, data) -> CallShape:
+        """The facts of a call's data (one host read of kv_indptr: plans are built once)."""
         q, kv_data, qo_indptr, kv_indptr, config = data
-        self.batch = config["batch_size"]
-        self.q_seq_len = config["q_seq_len"]
-        self.total_q = q.shape[0]
-        self.total_kv = _total_kv(kv_data)
-        self.sm_scale = float(config["sm_scale"])
-        self.device = q.device
-        self.formats = tuple(k for k in ("bf16", "fp8", "mxfp4") if k in kv_data)  # most precise first
-        self.q_contiguous = q.is_contiguous()
         lengths = (kv_indptr[1:] - kv_indptr[:-1]).tolist()
-        self.max_kv_len = max(lengths) if lengths else 0
-        self.min_kv_len = min(lengths) if lengths else 0
-        self.uniform_kv_len = len(set(lengths)) <= 1
+        num_sms, arch = device_arch(q.device)
+        return cls(batch=config["batch_size"], q_seq_len=config["q_seq_len"], total_q=q.shape[0],
+                   total_kv=_total_kv(kv_data), sm_scale=float(config["sm_scale"]), device=q.device,
+                   formats=tuple(k for k in ("bf16", "fp8", "mxfp4") if k in kv_data), q_contiguous=q.is_contiguous(),
+                   max_kv_len=max(lengths) if lengths else 0, min_kv_len=min(lengths) if lengths else 0,
+                   uniform_kv_len=len(set(lengths)) <= 1, num_sms=num_sms, arch=arch,
+                   aiter=aiter_ops is not None and _aiter_device(q.device))
 
     @property
     def most_precise_format(self) -> str:
@@ -3664,12 +3786,31 @@ def _new_output(q) -> torch.Tensor:
 
 
 # -------------------------------------------------------------------------------------
-# 3.3 Routes: each offers runners (variants) for a call's shape; ROUTES lists them
+# 3.3 Routes: each offers candidates for a call's shape; ROUTES lists them
+# Every route has the same interface:
+#   name                                 MLA_ROUTE=<name>
+#   forms                                what MLA_ROUTE=<name>:<form> picks: the torch route's
+#                                        KV format, a kernel route's kernel form, aiter's
+#                                        metadata variant
+#   unavailable_reason(device, form="")  why it cannot serve on `device` (None where it can)
+#   variants(shape, form="")             its Candidates for the shape, in the order offered
+# and every runner a candidate builds has kv_format, form, label and bound (its error bound
+# and that bound's name, as the verifier judges it).
 # -------------------------------------------------------------------------------------
+@dataclasses.dataclass(frozen=True)
+class Candidate:
+    """One runner the autopick may build, verify and time: what it is, and how to build it."""
+    route: str
+    form: str
+    label: str                # the runner's label (what MLA_DEBUG and eval.py show)
+    build: Callable           # data -> the runner
+
+
 # =====================================================================================
 # Route: torch. Any device, any lengths, any q_seq_len: the always-correct fallback.
-# Exact fp32 attention over the most precise KV format present, in bounded chunks.
-# It reads the indptrs on the host, so it syncs: it is the fallback, not the fast path.
+# Exact fp32 attention over one KV format (the most precise present, or the one forced), in
+# bounded chunks. It reads the indptrs on the host, so it syncs: it is the fallback, not the
+# fast path.
 # =====================================================================================
 def _dequantize_mxfp4_rows(buffer, scales, start: int, end: int) -> torch.Tensor:
     packed = buffer.view(torch.uint8).reshape(buffer.shape[0], -1)[start:end]
@@ -3703,10 +3844,10 @@ def _torch_attention_chunk(q_rows, kv_rows, q_seq_len: int, kv_len: int, sm_scal
 
 
 class TorchRunner:
-    form = "torch"  # exact math over its format, rounded once to bf16 (the verifier's bounds are per form)
-
     def __init__(self, shape: CallShape, kv_format: str):
         self.kv_format = kv_format
+        self.form = kv_format
+        self.bound = bound_of(kv_format, "torch", TorchRoute.error_bounds[kv_format])
         self.q_seq_len = shape.q_seq_len
         self.sm_scale = shape.sm_scale
         self.label = f"torch[{kv_format}]"
@@ -3748,32 +3889,43 @@ class TorchRunner:
 
 class TorchRoute:
     name = "torch"
+    forms = ("bf16", "fp8", "mxfp4")  # the KV format it reads (unforced: the most precise present)
+    # Exact math over its format, rounded once to bf16: 3x the worst error measured (as the
+    # kernel forms' bounds, KERNEL_FORMS).
+    error_bounds = {"bf16": ErrorBound(sequence_rms=0.0053, element=0.054),
+                    "fp8": ErrorBound(sequence_rms=0.0061, element=0.052),
+                    "mxfp4": ErrorBound(sequence_rms=0.0057, element=0.056)}
 
     def unavailable_reason(self, device: torch.device, form: str = "") -> str | None:
         return None   # any device
 
-    def variants(self, shape: CallShape) -> list:
-        return [lambda data: TorchRunner(shape, shape.most_precise_format)]
+    def variants(self, shape: CallShape, form: str = "") -> list:
+        kv_format = form or shape.most_precise_format
+        if kv_format not in shape.formats:
+            return []
+        return [Candidate(self.name, kv_format, f"torch[{kv_format}]", lambda data: TorchRunner(shape, kv_format))]
 
 
 # =====================================================================================
-# Route: Triton split-K decode over MXFP4 or fp8 (section 2's kernels, section 3.1's
-# forms): "triton_<format>" serves the forms Triton compiles, in its Triton language or
-# its Gluon dialect. q_seq_len 1 only.
+# Route: the project's own split-K decode over MXFP4 or fp8 (section 2's kernels, section
+# 3.1's forms), compiled by Triton from its Triton language or its Gluon dialect:
+# "triton_<format>" (MLA_ROUTE=triton_<format>:<form>). q_seq_len 1 only.
 # =====================================================================================
-class TritonRunner:
-    def __init__(self, shape: CallShape, kv_format: str, launch, scratch: TritonScratch | None = None):
-        """scratch: buffers of make_triton_scratch's shapes to use instead of new ones (the
+class KernelRunner:
+    def __init__(self, shape: CallShape, kv_format: str, launch, scratch: SplitScratch | None = None):
+        """scratch: buffers of make_split_scratch's shapes to use instead of new ones (the
         GPU memory-safety test hands in views fenced by poison)."""
+        form = kernel_form(kv_format, launch.form)
         self.kv_format = kv_format
         self.launch = launch
-        self.form = kernel_form(kv_format, launch.form).name  # hw_convert decodes the same values
+        self.form = form.name  # hw_convert decodes the same values
+        self.bound = form.bound
         self.sm_scale = shape.sm_scale
         self.batch = shape.batch
         self.needs_contiguous_q = not shape.q_contiguous
-        self.scratch = make_triton_scratch(shape.batch, launch, shape.device)
+        self.scratch = make_split_scratch(shape.batch, launch, shape.device)
         if scratch is not None:
-            for field in dataclasses.fields(TritonScratch):  # the kernels index them as made
+            for field in dataclasses.fields(SplitScratch):  # the kernels index them as made
                 given, made = getattr(scratch, field.name), getattr(self.scratch, field.name)
                 _check_tensor(f"scratch.{field.name}", given, (made.dtype,), made.shape)
                 _require(given.is_contiguous() and given.device == made.device, ValueError,
@@ -3791,7 +3943,7 @@ class TritonRunner:
         else:
             _check_tensor("out", out, (torch.bfloat16,), (q.shape[0], NUM_HEADS, V_HEAD_DIM))
             _require(out.is_contiguous(), ValueError, "out: must be contiguous (the kernels write it so)")
-        kv, kv_scale = triton_kv_operands(kv_data, self.kv_format, self.launch)
+        kv, kv_scale = kv_operands(kv_data, self.kv_format, self.launch)
         if zeros_over_an_empty_buffer(self.kv_format, self.launch, kv, out):
             return out
         if self.arguments is None:
@@ -3803,48 +3955,40 @@ class TritonRunner:
         return out
 
 
-def _runs_triton_here(device: torch.device) -> bool:
-    # On the CPU, Triton kernels run only under the interpreter, far too slowly to be an
+def _kernels_run_here(device: torch.device) -> bool:
+    # On the CPU, the kernels run only under the interpreter, far too slowly to be an
     # automatic choice: there they serve only when MLA_ROUTE forces them (tests do).
     if device.type == "cuda":
         return True
     return os.environ.get("TRITON_INTERPRET") == "1" and os.environ.get("MLA_ROUTE", "").startswith("triton")
 
 
-def _device_sms_and_arch(device: torch.device) -> tuple[int, str]:
-    """(SMs or CUs, architecture name: "gfx950" on ROCm, "sm_90" on CUDA, "" on the CPU)."""
-    if device.type != "cuda":
-        return 1, ""
-    props = torch.cuda.get_device_properties(device)
-    arch = getattr(props, "gcnArchName", "") if torch.version.hip else f"sm_{props.major}{props.minor}"
-    return props.multi_processor_count, arch.split(":")[0]
-
-
-class TritonRoute:
+class KernelRoute:
     def __init__(self, kv_format: str):
         self.kv_format = kv_format
         self.name = f"triton_{kv_format}"
-        self.forms = tuple(form.name for form in forms_of(kv_format))  # MLA_ROUTE=triton_<format>:<form>: that form alone
+        self.forms = tuple(form.name for form in forms_of(kv_format))
 
     def unavailable_reason(self, device: torch.device, form: str = "") -> str | None:
         if form and kernel_form(self.kv_format, form).language == "gluon":  # compiled on a GPU with a Gluon ARCH
             try:
-                check_gluon_here(_device_sms_and_arch(device)[1], kernel_form(self.kv_format, form))
+                check_gluon_here(device_arch(device)[1], kernel_form(self.kv_format, form))
             except ValueError as error:
                 return str(error)
             return None
-        if device.type == "cuda" or os.environ.get("TRITON_INTERPRET") == "1":   # as _runs_triton_here
+        if device.type == "cuda" or os.environ.get("TRITON_INTERPRET") == "1":   # as _kernels_run_here
             return None
         return ("Triton kernels run on a GPU; on a CPU only under TRITON_INTERPRET=1, which runs them in "
                 "Python: minutes for the task's smallest test case (4 x 1024), hours for its larger ones "
                 "(docs/commands.md gives measured times), so give eval.py a small cases file")
 
     def variants(self, shape: CallShape, form: str = "") -> list:
-        if shape.q_seq_len != 1 or self.kv_format not in shape.formats or not _runs_triton_here(shape.device):
+        if shape.q_seq_len != 1 or self.kv_format not in shape.formats or not _kernels_run_here(shape.device):
             return []
-        num_sms, arch = _device_sms_and_arch(shape.device)
-        launches = triton_launch_candidates(self.kv_format, shape.batch, shape.max_kv_len, num_sms, arch, form)
-        return [(lambda data, launch=launch: TritonRunner(shape, self.kv_format, launch)) for launch in launches]
+        launches = launch_candidates(self.kv_format, shape.batch, shape.max_kv_len, shape.num_sms, shape.arch, form)
+        return [Candidate(self.name, launch.form or self.forms[0], launch_label(self.kv_format, launch),
+                          lambda data, launch=launch: KernelRunner(shape, self.kv_format, launch))
+                for launch in launches]
 
 
 # =====================================================================================
@@ -3937,10 +4081,8 @@ def quantize_q_fp8_into(q, scratch: QFp8Scratch) -> tuple[torch.Tensor, torch.Te
 
 
 def default_fp8_dtype(device) -> torch.dtype:
-    """aiter's fp8 on `device`: e4m3fnuz on gfx942 (MI300), e4m3fn elsewhere."""
-    if _device_sms_and_arch(torch.device(device))[1] == "gfx942":
-        return torch.float8_e4m3fnuz
-    return torch.float8_e4m3fn
+    """aiter's fp8 on `device` (GpuArch.aiter_fp8_dtype: e4m3fnuz on gfx942, MI300)."""
+    return device_arch(torch.device(device))[1].aiter_fp8_dtype
 
 
 def quantize_q_fp8(q, fp8_dtype=None) -> tuple[torch.Tensor, torch.Tensor]:
@@ -3975,9 +4117,8 @@ AITER_KV_SPLIT_CANDIDATES = (4, 8, 16, 32)
 # gets 0 splits, which it divides by; on gfx942 it plans 16 splits of 16-token blocks, and
 # for 17 to 20 tokens its one work item stops 1 to 4 tokens short. From 256 on, both cover
 # every token. On gfx942 it always plans 16 splits into buffers sized for num_kv_splits,
-# so fewer would be written out of bounds.
+# so fewer would be written out of bounds (GpuArch.aiter_min_splits).
 AITER_MIN_KV_LEN = 256
-AITER_GFX942_MIN_SPLITS = 16
 KV_LENGTH_CHECK_BLOCK = 1024  # kv_indptr entries the checks read per step
 _FP32_NAN_BITS = 0x7FC00000
 
@@ -4042,8 +4183,10 @@ class AiterRunner:
                  f"aiter route: a plan's first call needs every sequence >= {AITER_MIN_KV_LEN} tokens, "
                  f"the shortest has {shape.min_kv_len}")
         fp8_dtype = kv_data["fp8"][0].dtype
+        numerics = "a8w8" if q_in_fp8 else "a16w8"
         self.kv_format = "fp8"
-        self.form = "a8w8" if q_in_fp8 else "a16w8"
+        self.form = self.metadata
+        self.bound = bound_of("fp8", numerics, AiterRoute.error_bounds.get(numerics))
         self.q_in_fp8 = q_in_fp8
         self.num_kv_splits = num_kv_splits
         self.sm_scale = shape.sm_scale
@@ -4051,8 +4194,7 @@ class AiterRunner:
         self.batch = shape.batch
         self.total_kv = shape.total_kv
         self.needs_contiguous_q = not shape.q_contiguous  # aiter: "only support Q.is_contiguous()"
-        self.label = (f"aiter_{'a8w8' if q_in_fp8 else 'a16w8'}[splits={num_kv_splits},"
-                      f"metadata={self.metadata}]")
+        self.label = aiter_label(q_in_fp8, num_kv_splits, self.metadata)
         device = q.device
         self.launches_triton = device.type == "cuda" or _INTERPRETED  # else torch operations (CPU)
         # Page size 1: every token is a page; the leaderboard's reference passes the
@@ -4201,14 +4343,17 @@ def _aiter_device(device: torch.device) -> bool:
     return device.type == "cuda"
 
 
-def _aiter_arch(device: torch.device) -> str:
-    # Its own function, as _aiter_device, so CPU tests can stand in another architecture.
-    return _device_sms_and_arch(device)[1]
+def aiter_label(q_in_fp8: bool, num_kv_splits: int, metadata: str) -> str:
+    """The autopick's name of an aiter runner, e.g. aiter_a8w8[splits=16,metadata=cached]."""
+    return f"aiter_{'a8w8' if q_in_fp8 else 'a16w8'}[splits={num_kv_splits},metadata={metadata}]"
 
 
 class AiterRoute:
     name = "aiter_fp8"
     forms = tuple(AITER_RUNNERS)  # MLA_ROUTE=aiter_fp8:<form> offers that metadata variant alone
+    # Per numerics (a8w8: fp8 Q, the leaderboard reference's own; a16w8: bf16 Q, unmeasured,
+    # so the fp8 format's bound): 3x the worst error measured, as the kernel forms' bounds.
+    error_bounds = {"a8w8": ErrorBound(sequence_rms=0.089, element=0.66)}
 
     def unavailable_reason(self, device: torch.device, form: str = "") -> str | None:
         if aiter_ops is None:
@@ -4218,20 +4363,20 @@ class AiterRoute:
         return None
 
     def variants(self, shape: CallShape, form: str = "") -> list:
-        if aiter_ops is None or "fp8" not in shape.formats or not _aiter_device(shape.device):
+        if not shape.aiter or "fp8" not in shape.formats:
             return []
         # Ragged lengths are served; shorter sequences are not (AITER_MIN_KV_LEN).
         if shape.min_kv_len < AITER_MIN_KV_LEN:
             return []
-        min_splits = AITER_GFX942_MIN_SPLITS if "gfx942" in _aiter_arch(shape.device) else 1
         runners = [AITER_RUNNERS[form]] if form else list(AITER_RUNNERS.values())
-        return [(lambda data, runner=runner, q8=q8, splits=splits: runner(shape, data, q8, splits))
+        return [Candidate(self.name, runner.metadata, aiter_label(q8, splits, runner.metadata),
+                          lambda data, runner=runner, q8=q8, splits=splits: runner(shape, data, q8, splits))
                 for runner in runners for q8 in (True, False)
-                for splits in AITER_KV_SPLIT_CANDIDATES if splits >= min_splits]
+                for splits in AITER_KV_SPLIT_CANDIDATES if splits >= shape.arch.aiter_min_splits]
 
 
 ROUTES = {route.name: route for route in
-          (AiterRoute(), TritonRoute("mxfp4"), TritonRoute("fp8"), TorchRoute())}
+          (AiterRoute(), KernelRoute("mxfp4"), KernelRoute("fp8"), TorchRoute())}
 
 
 # -------------------------------------------------------------------------------------
@@ -4251,60 +4396,20 @@ CHECK_RTOL = CHECK_ATOL = _CHECK_TOLERANCES[os.environ.get("MLA_CHECK_RULE", "cu
 CHECK_MISMATCH_ALLOWANCE = 0.05
 
 
-@dataclasses.dataclass(frozen=True)
-class ErrorBound:
-    """Bounds on a candidate's error against exact fp32 attention over the KV format it
-    reads, relative to the output's own scale (the rule's atol of 0.1 is larger than
-    unit-randn outputs at long lengths, so it passes zeros and halved outputs)."""
-    sequence_rms: float  # worst sequence's rms(out - exact) / rms(exact)
-    element: float       # largest |out - exact| over the rms of the whole exact output
+def measured_error_bounds() -> dict:
+    """(KV format, numerics) -> ErrorBound, every bound a record holds: each kernel form's
+    (numerics: its name), the torch route's ("torch"), aiter's ("a8w8"). A view of the records
+    for the tools that derive and check the bounds (bench/error_bounds.py)."""
+    bounds = {(form.kv_format, form.name): form.error_bound for form in KERNEL_FORMS if form.error_bound}
+    bounds.update({(kv_format, "torch"): bound for kv_format, bound in TorchRoute.error_bounds.items()})
+    bounds.update({("fp8", numerics): bound for numerics, bound in AiterRoute.error_bounds.items()})
+    return bounds
 
 
-# Per (KV format, form): 3x the worst error measured for that form on the regular inputs
-# (the 8 benchmark inputs on the H200, the robustness inputs, the verification tests'
-# inputs), rounded up to 2 digits: bench/error_bounds.py derives them from the runs of
-# bench/verify_errors.py it names. Forms whose math is exact but for its last rounding
-# (torch; the Triton f16 and bf16 forms) keep tight bounds; the e4m3-Q forms cannot.
-FORM_ERROR_BOUNDS = {
-    ("bf16", "torch"): ErrorBound(sequence_rms=0.0053, element=0.054),
-    ("fp8", "torch"): ErrorBound(sequence_rms=0.0061, element=0.052),
-    ("mxfp4", "torch"): ErrorBound(sequence_rms=0.0057, element=0.056),
-    ("fp8", "f16"): ErrorBound(sequence_rms=0.019, element=0.16),
-    ("mxfp4", "bf16"): ErrorBound(sequence_rms=0.011, element=0.093),
-    ("fp8", "e4m3_waves"): ErrorBound(sequence_rms=0.11, element=0.89),
-    ("mxfp4", "waves"): ErrorBound(sequence_rms=0.089, element=0.75),
-    # the gfx950 Gluon forms, from torch models of their gfx950 rounding at the benchmark sizes
-    # (tools/gfx950_numerics.py, which the gfx950 emulator holds to the code itself)
-    ("fp8", "gluon"): ErrorBound(sequence_rms=0.11, element=0.86),
-    ("mxfp4", "gluon"): ErrorBound(sequence_rms=0.087, element=0.93),
-    ("fp8", "a8w8"): ErrorBound(sequence_rms=0.089, element=0.66),
-    # The Hopper forms, from their code on the H200 and their numerics modelled in torch on
-    # the GPU's inputs: two e4m3 terms 0.40% / 5.0%, one term 3.5% / 30% (the e4m3_waves and
-    # a8w8 size), MXFP4 0.22% / 2.1%.
-    ("fp8", "hopper_two_term"): ErrorBound(sequence_rms=0.013, element=0.16),
-    ("fp8", "hopper_one_term"): ErrorBound(sequence_rms=0.11, element=0.92),
-    ("mxfp4", "hopper"): ErrorBound(sequence_rms=0.0066, element=0.064),
-}
-# Per KV format: the bound of a form without a measured bound of its own (aiter's a16w8,
-# which runs only on an MI355X with aiter; a new form until bench/verify_errors.py has
-# measured it): 3x the largest error (sequence RMS, element) that any computation over the
-# format showed in those runs (results/2026-11-30-h200-session2/verify).
-ERROR_BOUNDS = {
-    # exact attention rounded once to bf16 (the torch route): 0.17%, 1.8%
-    "bf16": ErrorBound(sequence_rms=0.006, element=0.06),
-    # e4m3 Q and P, as the e4m3_waves form multiplies, and the a8w8 reference: 3.6%, 29%
-    "fp8": ErrorBound(sequence_rms=0.11, element=0.9),
-    # e4m3 Q against e2m1 K, as the waves form multiplies: 3.0%, 25%
-    "mxfp4": ErrorBound(sequence_rms=0.09, element=0.75),
-}
-
-
-def error_bound(kv_format: str, form: str) -> tuple[ErrorBound, str]:
-    """The bound a candidate of (kv_format, form) is judged by, and its name: the form's
-    own where it was measured, else its format's, named as such."""
-    if (kv_format, form) in FORM_ERROR_BOUNDS:
-        return FORM_ERROR_BOUNDS[(kv_format, form)], f"{kv_format} {form} bound"
-    return ERROR_BOUNDS[kv_format], f"{kv_format} format bound: form {form!r} has no measured bound of its own"
+def error_bound(kv_format: str, numerics: str) -> tuple[ErrorBound, str]:
+    """The bound a computation of `numerics` over `kv_format` is judged by, and its name
+    (bound_of): the tools' lookup by name; a runner carries its own (`bound`)."""
+    return bound_of(kv_format, numerics, measured_error_bounds().get((kv_format, numerics)))
 
 
 def rule_mismatch(output, expected) -> float:
@@ -4353,8 +4458,8 @@ class Verifier:
       none of the harness's modules. Where exact attention itself misses that rule
       (peaked scores, huge magnitudes, a NaN that the per-tensor scales spread
       everywhere), the a8w8 rounding is what misses, and exact attention stands in;
-    - error_bound(format, form) against exact attention over the KV format the candidate
-      reads."""
+    - the candidate's own bound (its runner's `bound`: its form's, or its format's) against
+      exact attention over the KV format it reads."""
 
     def __init__(self, data, shape: CallShape):
         self.args = data[:4]
@@ -4387,12 +4492,13 @@ class Verifier:
             q_fp8, q_scale = scratch.q_fp8, scratch.scale
         return TorchRunner(self.shape, "fp8")(q_fp8.float() * q_scale, kv_data, qo_indptr, kv_indptr)
 
-    def check(self, kv_format: str, form: str, output) -> tuple[bool, str]:
-        """(passed, what was measured, naming every bound that failed) for an output of the
-        form `form` of a route reading `kv_format`."""
+    def check(self, kv_format: str, bound: tuple, output) -> tuple[bool, str]:
+        """(passed, what was measured, naming every bound that failed) for an output of a
+        candidate reading `kv_format`, judged by `bound` (an ErrorBound and its name: the
+        runner's `bound`)."""
         if output.shape != self.rule_expected.shape:
             return False, f"shape {tuple(output.shape)} != {tuple(self.rule_expected.shape)}"
-        bound, bound_name = error_bound(kv_format, form)
+        bound, bound_name = bound
         mismatch = rule_mismatch(output, self.rule_expected)
         errors = output_errors(output, self.exact(kv_format), self.args[2])
         failed = []
@@ -4499,16 +4605,16 @@ def _report_once(route_label: str, error: BaseException) -> None:
     _say_once(name, f"route {name} raised {type(error).__name__}: {error}; skipping it")
 
 
-def autopick(data, shape: CallShape, factories) -> tuple[list, list[str]]:
+def autopick(data, shape: CallShape, candidates) -> tuple[list, list[str]]:
     """Returns (passing runners, fastest first) and one report line per candidate."""
     verifier = Verifier(data, shape)
     clock = clock_for(shape.device)
     timed, report = [], []
-    for factory in factories:
+    for candidate in candidates:
         runner = None
         try:
-            runner = factory(data)
-            good, detail = verifier.check(runner.kv_format, runner.form, runner(*data[:4]))
+            runner = candidate.build(data)
+            good, detail = verifier.check(runner.kv_format, runner.bound, runner(*data[:4]))
             if not good:
                 report.append(f"{runner.label}: REJECTED ({detail})")
                 continue
@@ -4516,7 +4622,7 @@ def autopick(data, shape: CallShape, factories) -> tuple[list, list[str]]:
         except Exception as error:
             if _is_device_fault(error):
                 raise
-            label = getattr(runner, "label", getattr(factory, "route_name", "route"))
+            label = runner.label if runner is not None else candidate.route
             _report_once(label, error)
             report.append(f"{label}: RAISED {type(error).__name__}")
             continue
@@ -4557,30 +4663,27 @@ class Plan:
 
 def forced_route() -> tuple[str, str]:
     """MLA_ROUTE=<route>[:<form>] as (route, form); ("", "") when unset. A route's forms
-    are its `forms`: a Triton route's kernel forms, the aiter route's metadata variants."""
+    are its `forms` (section 3.3)."""
     forced = os.environ.get("MLA_ROUTE", "")
     name, _, form = forced.partition(":")
     if forced and name not in ROUTES:
         raise ValueError(f"MLA_ROUTE={forced!r}: unknown route; known routes are {sorted(ROUTES)}")
-    if form and form not in getattr(ROUTES[name], "forms", ()):
-        known = [f"{route.name}:{f}" for route in ROUTES.values() for f in getattr(route, "forms", ())]
+    if form and form not in ROUTES[name].forms:
+        known = [f"{route.name}:{f}" for route in ROUTES.values() for f in route.forms]
         raise ValueError(f"MLA_ROUTE={forced!r}: unknown form; known forms are {known}")
     return name, form
 
 
-def _route_candidates(shape: CallShape) -> list:
-    forced, form = forced_route()
-    routes = [ROUTES[forced]] if forced else list(ROUTES.values())
-    factories = []
-    for route in routes:
-        for factory in (route.variants(shape, form) if form else route.variants(shape)):
-            factory.route_name = route.name  # names the route when building its runner raises
-            factories.append(factory)
-    if not factories:
-        reason = forced and ROUTES[forced].unavailable_reason(shape.device, form)
+def plan_candidates(shape: CallShape, route: str = "", form: str = "") -> list[Candidate]:
+    """The autopick's candidates for `shape`, in the order it tries them: every route's
+    (ROUTES's order), or `route`'s alone, its `form` alone where given (MLA_ROUTE)."""
+    routes = [ROUTES[route]] if route else list(ROUTES.values())
+    candidates = [candidate for each in routes for candidate in each.variants(shape, form)]
+    if not candidates:
+        reason = route and ROUTES[route].unavailable_reason(shape.device, form)
         raise ValueError(f"MLA_ROUTE={os.environ.get('MLA_ROUTE', '')!r} cannot serve {shape.describe()} "
                          f"with formats {shape.formats}" + (f": {reason}" if reason else ""))
-    return factories
+    return candidates
 
 
 def cannot_run_here() -> str | None:
@@ -4605,9 +4708,9 @@ def cannot_run_here() -> str | None:
 def build_plan(data) -> Plan:
     validate_shapes(data)
     q, kv_data, qo_indptr, kv_indptr, config = data
-    shape = CallShape(data)
+    shape = CallShape.of(data)
     validate_indptr_values(qo_indptr, kv_indptr, shape.total_q, shape.total_kv, shape.q_seq_len)
-    runners, report = autopick(data, shape, _route_candidates(shape))
+    runners, report = autopick(data, shape, plan_candidates(shape, *forced_route()))
     if not runners:
         raise RuntimeError(f"no route passed verification for {shape.describe()}: " + "; ".join(report))
     plan = Plan(shape, runners, report)

@@ -51,7 +51,7 @@ def main() -> None:
         for q_in_fp8 in (True, False):
             for batch in (4, 256):
                 data = reference.generate_input(batch, 1, 1024, 4217)
-                runner = runner_class(submission.CallShape(data), data, q_in_fp8, 16)
+                runner = runner_class(submission.CallShape.of(data), data, q_in_fp8, 16)
                 runner.launches_triton = True  # the GPU path's Python
                 q, kv_data, qo_indptr, kv_indptr = data[:4]
                 call = lambda: runner(q, kv_data, qo_indptr, kv_indptr)  # noqa: E731

@@ -4,7 +4,8 @@ labels, at two commits?
     python3 -m bench.candidates_unchanged OLD [NEW] [--new-forms-ok]
 
 OLD and NEW are commits (NEW defaults to this checkout's working tree). In each tree, once
-with TRITON_INTERPRET=1 and once without, submission.triton_launch_candidates is asked for
+with TRITON_INTERPRET=1 and once without, submission.launch_candidates (triton_launch_candidates
+before it was renamed) is asked for
 both formats over a grid of batches, lengths, device sizes and architectures ("gfx950",
 "sm_90", "sm_80", "gfx942", "" for no GPU), offered freely and with each form forced; each
 answer is the launches' fields and the autopick's label of each, or the error raised.
@@ -39,9 +40,13 @@ def form_names(kv_format):
         return list(forms[kv_format])
     return [form.name for form in forms if form.kv_format == kv_format]
 
+# The kernel route's names at each tree (renamed after 0e5180f: Triton* named what runs Gluon too)
+candidates_of = getattr(sub, "launch_candidates", None) or sub.triton_launch_candidates
+runner_class = getattr(sub, "KernelRunner", None) or sub.TritonRunner
+
 def label(kv_format, launch, batch):
     shape = types.SimpleNamespace(sm_scale=0.04, batch=batch, q_contiguous=True, device=torch.device("meta"))
-    return sub.TritonRunner(shape, kv_format, launch).label
+    return runner_class(shape, kv_format, launch).label
 
 answers = {}
 for kv_format in ("fp8", "mxfp4"):
@@ -52,7 +57,7 @@ for kv_format in ("fp8", "mxfp4"):
                     for form in [""] + form_names(kv_format):
                         key = f"{kv_format} {arch or '-'} sms={num_sms} batch={batch} kv={length} form={form or '-'}"
                         try:
-                            launches = sub.triton_launch_candidates(kv_format, batch, length, num_sms, arch, form)
+                            launches = candidates_of(kv_format, batch, length, num_sms, arch, form)
                             answers[key] = [[dataclasses.asdict(c), label(kv_format, c, batch)] for c in launches]
                         except Exception as error:
                             answers[key] = f"{type(error).__name__}: {error}"

@@ -6,7 +6,7 @@ from the AMDGCN of each in-kernel-combine specialization the autopick can offer 
 
 compiles (tools/compile_target.py's specializations, Triton's own JIT binding, into an
 empty Triton cache) every distinct specialization of the candidates with the in-kernel
-combine that triton_launch_candidates offers for the 8 benchmark shapes on 256 CUs of
+combine that launch_candidates offers for the 8 benchmark shapes on 256 CUs of
 gfx950, as offered and with each form forced, and prints one line a specialization: what
 it found and every finding. --submission reads another copy of submission.py (one whose
 kernels take KV_FORMAT and FORM); --forms keeps the specializations of those forms, spelled
@@ -406,7 +406,7 @@ def combine_launches(sub, compile_target):
             continue
         for batch, kv_len in compile_target.BENCHMARK_SHAPES:
             data = compile_target.contract_inputs(batch, kv_len)
-            for rank, launch in enumerate(sub.triton_launch_candidates(kv_format, batch, kv_len, cus, ARCH, form)):
+            for rank, launch in enumerate(sub.launch_candidates(kv_format, batch, kv_len, cus, ARCH, form)):
                 if launch.combine_in_kernel:
                     yield compile_target.OfferedLaunch(f"triton_{kv_format}", kv_format, batch, kv_len, rank,
                                                        launch, compile_target.decode_kernel_calls(data, kv_format,

@@ -93,7 +93,7 @@ def ptx_excerpts(submission_path: str, out: str) -> None:
     sys.modules["submission"] = sub
     spec.loader.exec_module(sub)
     from tools import compile_target as ct
-    launches = {"triton_f16": next(launch for launch in sub.triton_launch_candidates("fp8", 4, 1024, 132, "sm_90")
+    launches = {"triton_f16": next(launch for launch in sub.launch_candidates("fp8", 4, 1024, 132, "sm_90")
                                    if launch.combine_in_kernel)}
     form = sub.kernel_form("fp8", "gluon")
     gluon = sub._launch(8, form.tiles[0], form, "sm_90")

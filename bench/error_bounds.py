@@ -8,8 +8,8 @@ Bounds: for each (format, form), MARGIN (3x) the worst error measured on the reg
 inputs by bench/verify_errors.py in MEASUREMENTS, rounded up to two significant digits, for
 both of submission.ErrorBound's measures (the worst sequence's relative RMS error and the
 largest element error over the output's RMS). A form with no measurement keeps its
-format's bound (submission.error_bound says so when it judges). tests/test_error_bounds.py
-checks that submission.FORM_ERROR_BOUNDS is what this derives.
+format's bound (submission.bound_of says so when it judges). tests/test_error_bounds.py
+checks that the records' bounds (submission.measured_error_bounds) are what this derives.
 
 Rows are assigned to forms by their "form" field, or, in the committed files that have
 none, by their label (LEGACY_FORMS): their "e4m3" and "scaled" rows measured the roundings
@@ -141,7 +141,7 @@ def rms_over_max(batch: int, kv_len: int, seed: int) -> float:
     import reference
     import submission
     data = reference.generate_input(batch, 1, kv_len, seed, device="cpu")
-    exact = submission.TorchRunner(submission.CallShape(data), "bf16").exact(*data[:4]).double()
+    exact = submission.TorchRunner(submission.CallShape.of(data), "bf16").exact(*data[:4]).double()
     return float(exact.pow(2).mean().sqrt() / exact.abs().max())
 
 
@@ -177,8 +177,8 @@ def main(argv=None) -> int:
               f"{derived[(fmt, form)]['sequence_rms']:g}) {entry['element']['value']:.4f} ({share['element']:.0%} "
               f"of {derived[(fmt, form)]['element']:g})  {entry['cases']} cases; worst {entry['rel_rms']['variant']} "
               f"on {entry['rel_rms']['case']} / {entry['element']['variant']} on {entry['element']['case']}")
-    in_force = {f"{fmt}/{form}": bound for (fmt, form), bound in submission.FORM_ERROR_BOUNDS.items()}
-    in_force.update({f"{fmt}/(any other form)": bound for fmt, bound in submission.ERROR_BOUNDS.items()})
+    in_force = {f"{fmt}/{form}": bound for (fmt, form), bound in submission.measured_error_bounds().items()}
+    in_force.update({f"{fmt}/(any other form)": bound for fmt, bound in submission.FORMAT_ERROR_BOUNDS.items()})
     ratios = {f"{b}x{n}": rms_over_max(b, n, seed) for b, n, seed in SCALING_INPUTS}
     scalings = rejected_scalings(in_force, ratios)
     print("\nSmallest uniform scaling each bound in force rejects: s x exact is rejected when |1 - s| > t")

@@ -79,7 +79,7 @@ def forced_calls(records: list) -> list:
     for record in (record for record in cases.sub.KERNEL_FORMS if cases.sub.form_runs_on(record, "gfx950")):
         kv_format, form = record.kv_format, record.name
         try:
-            launch = cases.sub.triton_launch_candidates(kv_format, 64, 8192, 256, "gfx950", form=form)[0]
+            launch = cases.sub.launch_candidates(kv_format, 64, 8192, 256, "gfx950", form=form)[0]
         except ValueError as error:
             records.append({"kind": "forced", "label": f"forced {kv_format} {form}", "refused": [],
                             "not_offered": str(error)})

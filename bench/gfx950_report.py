@@ -337,7 +337,7 @@ def shape_targets(row: dict) -> dict:
 def baseline_launch(kv_format: str, batch: int, kv_len: int):
     """The launch the Triton wave form of kv_format leads with on gfx950 (the form forced:
     the splits and tile it had when it was offered first)."""
-    return sub.triton_launch_candidates(kv_format, batch, kv_len, CUS, "gfx950", BASELINE_FORMS[kv_format])[0]
+    return sub.launch_candidates(kv_format, batch, kv_len, CUS, "gfx950", BASELINE_FORMS[kv_format])[0]
 
 
 def _cpu_seconds() -> float:

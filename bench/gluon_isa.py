@@ -5,7 +5,7 @@
 
 
 Compiles (on any machine, no GPU) the Gluon decode kernel's launch that
-triton_launch_candidates offers first for the format (default fp8) on 256 CUs of gfx950, through
+launch_candidates offers first for the format (default fp8) on 256 CUs of gfx950, through
 gluon's GluonASTSource with the JIT's own specialization (tools/compile_target.py), and
 prints what bench/gfx950_report.py reads for a kernel (its definitions, computed here from
 tools/amdgcn.py alone): registers, spills, LDS,
@@ -45,7 +45,7 @@ def compile_gluon(spec):
 
 
 def first_gluon_launch(batch: int, kv_len: int, kv_format: str = "fp8"):
-    launch = sub.triton_launch_candidates(kv_format, batch, kv_len, CUS, "gfx950")[0]
+    launch = sub.launch_candidates(kv_format, batch, kv_len, CUS, "gfx950")[0]
     if launch.form != "gluon":
         raise SystemExit(f"the {kv_format} launch offered first on gfx950 is {launch.form!r}: no Gluon form "
                          f"with triton {triton.__version__} ({sub.gluon_problem('cdna4')})")
@@ -115,7 +115,7 @@ BENCHMARK_SHAPES = [(4, 1024), (4, 8192), (32, 1024), (32, 8192), (64, 1024), (6
 def compile_times(kv_format: str = "fp8") -> None:
     seconds = {}
     for batch, kv_len in BENCHMARK_SHAPES:
-        for launch in sub.triton_launch_candidates(kv_format, batch, kv_len, CUS, "gfx950"):
+        for launch in sub.launch_candidates(kv_format, batch, kv_len, CUS, "gfx950"):
             if launch.form != "gluon":
                 continue
             calls = compile_target.decode_kernel_calls(compile_target.contract_inputs(batch, kv_len), kv_format,

@@ -16,11 +16,11 @@ Per benchmark shape and format it
      enough copies of the inputs that they do not fit the 60 MB L2;
   3. sweeps splits at two tiles, then more tiles and stages at the best splits, then the
      best with the in-kernel split combine (one launch);
-  4. times the best config and the launcher's default (triton_launch_candidates()[0])
+  4. times the best config and the launcher's default (launch_candidates()[0])
      on the leaderboard's clock (its harness's 64 GB randn flush, then CUDA events around
      the Python call), beside one trivial Triton launch timed the same way.
 bytes = KV bytes the format must read (MXFP4: 288 + 18 scale bytes a row; fp8: 576).
-Its H200 runs chose the launch rule of triton_launch_candidates (results/2026-11-29-h200-*;
+Its H200 runs chose the launch rule of launch_candidates (results/2026-11-29-h200-*;
 the latest: results/2026-11-29-h200-combine-kernel).
 """
 from __future__ import annotations
@@ -46,7 +46,7 @@ import triton.language as tl  # noqa: E402
 
 import reference  # noqa: E402
 import submission as sub  # noqa: E402
-from submission import TritonLaunch  # noqa: E402
+from submission import KernelLaunch  # noqa: E402
 from tools import leaderboard  # noqa: E402
 from tools.leaderboard import BENCHMARK_SHAPES  # noqa: E402
 
@@ -98,9 +98,9 @@ def decode(fmt, problem_args, out, scratch, launch):
     """One call through the submission's public launchers."""
     q, buf, scale, qo, kvi = problem_args
     if fmt == "mxfp4":
-        sub.triton_mxfp4_decode(q, buf, scale, qo, kvi, SM_SCALE, out, scratch, launch)
+        sub.mxfp4_decode(q, buf, scale, qo, kvi, SM_SCALE, out, scratch, launch)
     else:
-        sub.triton_fp8_decode(q, buf, scale, qo, kvi, SM_SCALE, out, scratch, launch)
+        sub.fp8_decode(q, buf, scale, qo, kvi, SM_SCALE, out, scratch, launch)
 
 
 def compiled_kernel(fmt, problem_args, out, scratch, launch):
@@ -173,7 +173,7 @@ def default_stages(fmt):
 
 def all_compile_configs():
     """Every (format, launch) the sweep is likely to run, for the parallel precompile."""
-    return [(fmt, TritonLaunch(splits, bn, warps, stages, in_kernel))
+    return [(fmt, KernelLaunch(splits, bn, warps, stages, in_kernel))
             for fmt in FORMATS for bn, warps in BASE_TILES + EXTRA_TILES for stages in STAGES
             for splits, in_kernel in ((1, False), (2, False), (2, True))]
 
@@ -197,7 +197,7 @@ def precompile(jobs):
 
 # ------------------------------------------------------------------ one measurement
 def run_config(problem, fmt, launch, device, timed=True):
-    scratch = sub.make_triton_scratch(problem.batch, launch, device)
+    scratch = sub.make_split_scratch(problem.batch, launch, device)
     out = torch.empty((problem.batch, HEADS, NOPE), dtype=torch.bfloat16, device=device)
     copies = problem.copies[fmt]
 
@@ -243,7 +243,7 @@ def run_config(problem, fmt, launch, device, timed=True):
 
 def leaderboard_row(problem, fmt, launch, device):
     """Leaderboard-style time of one config, allocating the output as a route does."""
-    scratch = sub.make_triton_scratch(problem.batch, launch, device)
+    scratch = sub.make_split_scratch(problem.batch, launch, device)
     q, buf, scale = problem.copies[fmt][0]
 
     def call():
@@ -257,7 +257,7 @@ def leaderboard_row(problem, fmt, launch, device):
 
 
 def launch_of(row):
-    return TritonLaunch(row["num_splits"], row["block_n"], row["num_warps"], row["num_stages"],
+    return KernelLaunch(row["num_splits"], row["block_n"], row["num_warps"], row["num_stages"],
                         row["combine_in_kernel"], row.get("form", ""),
                         row.get("waves_per_eu", 0))
 
@@ -265,10 +265,10 @@ def launch_of(row):
 def candidate_launches(fmt, batch, length, device):
     """Every launch the autopick offers here, then the MI355X's (its AMD-only option
     dropped off ROCm), without repeats."""
-    num_sms, arch = sub._device_sms_and_arch(device)
-    here = sub.triton_launch_candidates(fmt, batch, length, num_sms, arch)
-    mi355x = sub.triton_launch_candidates(fmt, batch, length, 256, "gfx950")
-    if arch != "gfx950":  # the AMD option and gfx950's convert instruction stay on the MI355X
+    num_sms, arch = sub.device_arch(device)
+    here = sub.launch_candidates(fmt, batch, length, num_sms, arch)
+    mi355x = sub.launch_candidates(fmt, batch, length, 256, "gfx950")
+    if arch.name != "gfx950":  # the AMD option and gfx950's convert instruction stay on the MI355X
         mi355x = [dataclasses.replace(launch, waves_per_eu=0, hw_convert=False) for launch in mi355x]
     return list(dict.fromkeys(here + mi355x))
 
@@ -298,17 +298,17 @@ def sweep_shape(problem, fmt, device, smoke, log):
 
     for splits in split_choices(problem.batch, problem.length, smoke):
         for bn, warps in BASE_TILES:
-            run(TritonLaunch(splits, bn, warps, stages))
+            run(KernelLaunch(splits, bn, warps, stages))
     splits = best["num_splits"]
     for bn, warps in EXTRA_TILES[:1] if smoke else EXTRA_TILES:
-        run(TritonLaunch(splits, bn, warps, stages))
+        run(KernelLaunch(splits, bn, warps, stages))
     for other in STAGES:
         if other != best["num_stages"]:
-            run(TritonLaunch(splits, best["block_n"], best["num_warps"], other))
+            run(KernelLaunch(splits, best["block_n"], best["num_warps"], other))
     if best["num_splits"] > 1:  # the one-launch form of the best (device time favours the two-launch form)
         run(dataclasses.replace(launch_of(best), combine_in_kernel=True))
     best_launch = launch_of(best)
-    default = sub.triton_launch_candidates(fmt, problem.batch, problem.length, 132)[0]
+    default = sub.launch_candidates(fmt, problem.batch, problem.length, 132)[0]
     default_row = next((r for r in rows if "error" not in r and launch_of(r) == default), None) or run_config(
         problem, fmt, default, device)
     default_row = dict(default_row, leaderboard_us=leaderboard_row(problem, fmt, default, device))

@@ -96,7 +96,7 @@ def measure(out_dir: Path, runs: int) -> dict:
         data = reference.generate_input(batch, 1, kv_len, seed)
         output = submission.custom_kernel(data)  # builds the plan (autopick) on first sight
         good, message = reference.check_implementation(data, output)
-        exact = submission.TorchRunner(submission.CallShape(data), "bf16").exact(*data[:4])
+        exact = submission.TorchRunner(submission.CallShape.of(data), "bf16").exact(*data[:4])
         errors = output_errors(output, exact)
         call = lambda: submission.custom_kernel(data)  # noqa: E731
         leaderboard, host_after_flush = leaderboard_clock_us(call, runs)

@@ -323,7 +323,7 @@ def available_routes(sub, device, routes=ROUTES) -> dict:
             why_not[route] = "aiter is not importable here (ROCm only)"
         elif route.startswith("triton") and device.type != "cuda" and not interpreted:
             why_not[route] = "no CUDA device and TRITON_INTERPRET is not 1"
-        elif route.startswith("triton") and not hasattr(sub, "triton_mxfp4_decode"):
+        elif route.startswith("triton") and not hasattr(sub, "mxfp4_decode"):
             why_not[route] = "the Triton section of submission.py is not implemented"
         elif route.startswith("triton") and route.partition(":")[2] in sub.ROUTES[base_route(route)].forms:
             why_not[route] = sub.ROUTES[base_route(route)].unavailable_reason(device, route.partition(":")[2])
@@ -474,10 +474,10 @@ def run_gluon_forms(args) -> int:
               "NVIDIA GPU (sm_80+), never on a CPU or under the Triton interpreter", file=sys.stderr)
         return 2
     import submission as sub
-    arch = sub._device_sms_and_arch(device)[1]
+    arch = sub.device_arch(device)[1]
     if not sub.gluon_forms_here(arch):
-        print(f"robustness_gpu --gluon-forms: no Gluon form runs on {arch}: "
-              f"{sub.gluon_problem(sub.gluon_arch(arch)) or 'no Gluon kernel for it'}", file=sys.stderr)
+        print(f"robustness_gpu --gluon-forms: no Gluon form runs on {arch.name}: "
+              f"{arch.gluon_arch and sub.gluon_problem(arch.gluon_arch) or 'no Gluon kernel for it'}", file=sys.stderr)
         return 2
     sizes = Sizes(False)
     out_dir = Path(args.out)

@@ -23,7 +23,7 @@ import submission as sub
 from tools import compile_target, external_programs
 
 
-def compile_kernel(kv_format: str, launch: sub.TritonLaunch, batch: int = 4, kv_len: int = 8192):
+def compile_kernel(kv_format: str, launch: sub.KernelLaunch, batch: int = 4, kv_len: int = 8192):
     """The decode kernel of `launch`, compiled for sm_90 as the JIT specializes it for a
     (batch, kv_len) call (tools/compile_target.py)."""
     data = compile_target.contract_inputs(batch, kv_len)
@@ -75,7 +75,7 @@ def main():
     args = parser.parse_args()
     if (problem := external_programs.problem("nvdisasm")) is not None:
         raise SystemExit(problem)
-    launch = sub.TritonLaunch(args.splits, args.block_n, args.warps, args.stages)
+    launch = sub.KernelLaunch(args.splits, args.block_n, args.warps, args.stages)
     compiled = compile_kernel(args.format, launch)
     sass = disassemble(compiled.asm["cubin"])
     if args.sass:

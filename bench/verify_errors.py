@@ -42,7 +42,7 @@ extreme input a route may exceed them, and the autopick then falls back to a rou
 passes (the torch route always does). Writes DIR/verify_errors.json; prints every row and,
 per format and form, the worst regular and extreme errors, the bound in force and the bound
 that MARGIN over the worst regular error would give (bench/error_bounds.py derives
-submission.ERROR_BOUNDS from these files).
+the records' bounds from these files).
 """
 from __future__ import annotations
 
@@ -103,7 +103,7 @@ def coming_form(data, kv_format: str) -> torch.Tensor:
     which only makes P larger and its rounding finer)."""
     sub = _submission()
     q, kv_data, qo_indptr, kv_indptr, config = data
-    shape = sub.CallShape(data)
+    shape = sub.CallShape.of(data)
     q8 = e4m3_per_head(q)
     out = torch.zeros((q.shape[0], 16, 512), dtype=torch.bfloat16, device=q.device)
     bounds = kv_indptr.tolist()
@@ -122,7 +122,7 @@ def coming_form(data, kv_format: str) -> torch.Tensor:
     return out
 
 
-# The kernel form whose math each emulation is (submission.ERROR_BOUNDS is per form).
+# The kernel form whose math each emulation is (its record holds its bound).
 COMING_FORMS = {"fp8": "e4m3_waves", "mxfp4": "waves"}
 
 
@@ -206,7 +206,7 @@ def hopper_form_model(data, kv_format: str, form_name: str) -> torch.Tensor:
     """A Hopper form's output on `data`, its numerics modelled in torch (above)."""
     sub = _submission()
     q, kv_data, qo_indptr, kv_indptr, config = data
-    shape = sub.CallShape(data)
+    shape = sub.CallShape.of(data)
     form = sub.kernel_form(kv_format, form_name)
     splits = form.split_rule(form, shape.batch, shape.max_kv_len, H200_SMS, "sm_90")[0]
     qk_scale = torch.tensor(shape.sm_scale * sub._LOG2E, dtype=torch.float32)
@@ -249,20 +249,21 @@ def hopper_form_model(data, kv_format: str, form_name: str) -> torch.Tensor:
 
 def candidates(data, routes: set, device):
     """(label, kv format, form, callable returning the output) of every candidate that
-    applies; the form as the verifier names it (the runners' .form; reference_a8w8 is
-    the aiter route's a8w8 form, coming_* emulate a Triton form's math)."""
+    applies; the form as the verifier's bound is named (submission.error_bound: a kernel
+    form's name, "torch"; reference_a8w8 is the aiter route's a8w8 numerics, coming_* emulate
+    a kernel form's math)."""
     sub = _submission()
-    shape = sub.CallShape(data)
+    shape = sub.CallShape.of(data)
     args = data[:4]
     for fmt in shape.formats:
         if "torch" in routes:
             runner = sub.TorchRunner(shape, fmt)
-            yield f"torch[{fmt}]", fmt, runner.form, lambda runner=runner: runner(*args)
+            yield f"torch[{fmt}]", fmt, "torch", lambda runner=runner: runner(*args)
     for fmt in ("fp8", "mxfp4"):
         if f"triton_{fmt}" in routes and fmt in shape.formats and shape.q_seq_len == 1:
-            num_sms, arch = sub._device_sms_and_arch(device)
-            for launch in sub.triton_launch_candidates(fmt, shape.batch, shape.max_kv_len, num_sms, arch):
-                runner = sub.TritonRunner(shape, fmt, launch)
+            num_sms, arch = sub.device_arch(device)
+            for launch in sub.launch_candidates(fmt, shape.batch, shape.max_kv_len, num_sms, arch):
+                runner = sub.KernelRunner(shape, fmt, launch)
                 yield runner.label, fmt, runner.form, lambda runner=runner: runner(*args)
     if "reference_a8w8" in routes:
         yield "reference_a8w8", "fp8", "a8w8", lambda: reference.ref_kernel(data)
@@ -309,7 +310,7 @@ def measure(smoke: bool, routes: set, device) -> list[dict]:
     sub = _submission()
     rows = []
     for input_name, category, data in inputs(smoke):
-        shape = sub.CallShape(data)
+        shape = sub.CallShape.of(data)
         exact, rule_expected = {}, []
         for label, fmt, form, run in candidates(data, routes, device):
             if fmt not in exact:

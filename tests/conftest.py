@@ -69,11 +69,11 @@ EMULATES_COMPILED_GFX950 = [
 def runnable_forms(kv_format: str) -> list[str]:
     """The name of every kernel form of kv_format that runs on the device under test: each
     Triton form compiles on every GPU (gfx950's convert instruction is a launch choice,
-    TritonLaunch.hw_convert, not a form of its own); a Gluon form runs where Gluon imports
+    KernelLaunch.hw_convert, not a form of its own); a Gluon form runs where Gluon imports
     on gfx950 or NVIDIA sm_80+ (a Hopper form on sm_90 alone), never under the interpreter or
     on a CPU."""
     import submission
-    arch = submission._device_sms_and_arch(DEVICE)[1]
+    arch = submission.device_arch(DEVICE)[1]
     return [form.name for form in submission.forms_of(kv_format)
             if form.language != "gluon" or submission.gluon_forms_here(arch, form)]
 

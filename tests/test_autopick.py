@@ -23,7 +23,8 @@ def small_input(batch=2, kv_len=40, seed=0):
 
 class FakeRunner:
     kv_format = "bf16"  # judged against exact attention over the bf16 KV
-    form = "torch"      # and by the torch form's bound
+    form = "bf16"
+    bound = submission.error_bound("bf16", "torch")  # and by the torch route's bound
 
     def __init__(self, label, compute):
         self.label = label
@@ -34,16 +35,21 @@ class FakeRunner:
 
 
 class FakeRoute:
+    forms = ()
+
     def __init__(self, name, compute):
         self.name = name
         self.compute = compute
 
-    def variants(self, shape):
-        return [lambda data: FakeRunner(self.name, self.compute)]
+    def unavailable_reason(self, device, form=""):
+        return None
+
+    def variants(self, shape, form=""):
+        return [submission.Candidate(self.name, "", self.name, lambda data: FakeRunner(self.name, self.compute))]
 
 
 def exact(q, kv_data, qo_indptr, kv_indptr):
-    shape = submission.CallShape((q, kv_data, qo_indptr, kv_indptr, small_input()[4]))
+    shape = submission.CallShape.of((q, kv_data, qo_indptr, kv_indptr, small_input()[4]))
     return submission.TorchRunner(shape, "bf16")(q, kv_data, qo_indptr, kv_indptr)
 
 

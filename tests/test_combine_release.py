@@ -143,7 +143,7 @@ def test_each_wave_fences_on_gfx950_none_on_nvidia():
     # no in-kernel combine (the fences are written for the GFX942 memory model)
     for arch, fences in (("gfx950", True), ("gfx942", True), ("", False), ("sm_90", False), ("gfx90a", None)):
         for kv_format in ("fp8", "mxfp4"):
-            launches = [launch for launch in submission.triton_launch_candidates(kv_format, 4, 8192, 256, arch)
+            launches = [launch for launch in submission.launch_candidates(kv_format, 4, 8192, 256, arch)
                         if launch.combine_in_kernel]
             assert bool(launches) == (fences is not None), (arch, kv_format)
             for launch in launches:
@@ -255,23 +255,23 @@ def test_every_form_merges_in_kernel_with_either_count(kv_format):
     gives the separate combine kernel's output, every row written, and leaves the counters
     at zero."""
     from test_triton_kernels import make_fp8, make_indptr, make_mxfp4
-    arch = submission._device_sms_and_arch(DEVICE)[1]
+    arch = submission.device_arch(DEVICE)[1]
     gen = torch.Generator().manual_seed(28)
     lengths = [700, 3, 0, 129]
     qo, kv_indptr = make_indptr(lengths)
     rows = int(kv_indptr[-1])
     if kv_format == "fp8":
         buf, scale, _ = make_fp8(rows, gen)
-        decode = submission.triton_fp8_decode
+        decode = submission.fp8_decode
     else:
         buf, scale = make_mxfp4(rows, 122, 130, gen=gen)
-        decode = submission.triton_mxfp4_decode
+        decode = submission.mxfp4_decode
     q = torch.randn(len(lengths), 16, 576, generator=gen).bfloat16()
     operands = [t.to(DEVICE) for t in (q, buf, scale, qo, kv_indptr)]
 
     def run(launch):
         out = torch.full((len(lengths), 16, 512), float("nan"), dtype=torch.bfloat16, device=DEVICE)
-        scratch = submission.make_triton_scratch(len(lengths), launch, DEVICE)
+        scratch = submission.make_split_scratch(len(lengths), launch, DEVICE)
         decode(*operands, 576 ** -0.5, out, scratch, launch)
         assert (scratch.counters == 0).all(), (launch, "the counters must be reset for the next call")
         return out.float().cpu()
@@ -282,5 +282,5 @@ def test_every_form_merges_in_kernel_with_either_count(kv_format):
         separate = run(base)
         assert torch.isfinite(separate).all()
         launch = submission.dataclasses.replace(base, combine_in_kernel=True)
-        assert launch.each_wave_fences == (arch in submission.WAVE_FENCE_ARCHS)
+        assert launch.each_wave_fences == arch.wave_fences
         torch.testing.assert_close(run(launch), separate, atol=1e-3, rtol=1e-2, msg=lambda m: f"{launch}: {m}")

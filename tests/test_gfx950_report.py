@@ -63,7 +63,7 @@ from tools import compile_target
 real = reference.generate_input(2, 1, 64, 1)  # the harness's tensors, on the CPU
 standin = compile_target.contract_inputs(2, 64)  # meta stand-ins of the same shapes
 for kv_format in ("fp8", "mxfp4"):
-    launch = submission.TritonLaunch(2, 32, 4, 1)
+    launch = submission.KernelLaunch(2, 32, 4, 1)
     pairs = zip(compile_target.decode_kernel_calls(real, kv_format, launch),
                 compile_target.decode_kernel_calls(standin, kv_format, launch), strict=True)
     for a, b in pairs:
@@ -127,7 +127,7 @@ def test_small_shape_columns(report):
     rep, _ = report
     kernels = {k["name"]: k for k in rep["kernels"]}
     for row in rep["shapes"]:
-        launch = submission.triton_launch_candidates(row["format"], row["batch"], row["kv_len"], 256, "gfx950")[0]
+        launch = submission.launch_candidates(row["format"], row["batch"], row["kv_len"], 256, "gfx950")[0]
         kernel = kernels[row["kernel"]]
         programs = launch.num_splits * row["batch"]
         assert row["programs"] == programs and row["cus_used"] == min(256, programs)
@@ -155,7 +155,7 @@ def test_every_offered_launch_is_compiled(report):
             offered.setdefault((o["route"], o["batch"], o["kv_len"], o["rank"]), set()).add(kernel["kernel"])
     for kv_format in ("fp8", "mxfp4"):
         for batch, kv_len in SHAPES:
-            launches = submission.triton_launch_candidates(kv_format, batch, kv_len, 256, "gfx950")
+            launches = submission.launch_candidates(kv_format, batch, kv_len, 256, "gfx950")
             for rank, launch in enumerate(launches):
                 kernels = offered.get((f"triton_{kv_format}", batch, kv_len, rank), set())
                 decode = {k for k in kernels if k != "_combine_splits_kernel"}
@@ -526,7 +526,7 @@ def test_targets_of_the_first_offered_launch(report):
             expected["spills"] = (sum(k["vgpr_spill"] + k["sgpr_spill"] for k in spills), 0, "<=")
         else:
             base = row["baseline"]
-            launch = submission.triton_launch_candidates(row["format"], *shape, 256, "gfx950",
+            launch = submission.launch_candidates(row["format"], *shape, 256, "gfx950",
                                                          {"fp8": "e4m3_waves", "mxfp4": "waves"}[row["format"]])[0]
             assert base["launch"] == dataclasses.asdict(launch)
             assert base["cus_used"] == min(256, launch.num_splits * row["batch"])

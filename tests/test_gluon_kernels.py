@@ -22,13 +22,13 @@ from conftest import DEVICE, HAS_GPU, REPO_ROOT, cpu_only
 from test_triton_kernels import (SM_SCALE, assert_close, assert_e4m3_p_close, attention_ref, dequant_mxfp4,
                                  equal_scores_fp8_input, make_fp8, make_indptr, make_mxfp4, q_e4m3)
 
-ARCH = sub._device_sms_and_arch(DEVICE)[1]
+ARCH = sub.device_arch(DEVICE)[1]
 FP8_GLUON, MXFP4_GLUON = sub.kernel_form("fp8", "gluon"), sub.kernel_form("mxfp4", "gluon")
 needs_gluon_gpu = pytest.mark.skipif(
     not sub.gluon_forms_here(ARCH),
     reason="needs an NVIDIA GPU (sm_80+) for the Gluon twin, or an MI355X (gfx950), with a Triton whose Gluon "
-           "builds the kernel there" + (f" (here: {sub.gluon_problem(sub.gluon_arch(ARCH))})"
-                                        if sub.gluon_arch(ARCH) and sub.gluon_problem(sub.gluon_arch(ARCH)) else ""))
+           "builds the kernel there" + (f" (here: {sub.gluon_problem(ARCH.gluon_arch)})"
+                                        if ARCH.gluon_arch and sub.gluon_problem(ARCH.gluon_arch) else ""))
 
 
 def run_in_fresh_python(code: str, **env) -> subprocess.CompletedProcess:
@@ -47,7 +47,7 @@ def test_the_interpreter_imports_submission_and_refuses_the_gluon_form():
         "from reference import generate_input\n"
         "assert not sub.gluon_forms_here('sm_90') and not sub.gluon_forms_here('gfx950')\n"
         "for fmt in ('fp8', 'mxfp4'):\n"
-        "    assert all(c.form != 'gluon' for c in sub.triton_launch_candidates(fmt, 4, 1024, 256, 'gfx950'))\n"
+        "    assert all(c.form != 'gluon' for c in sub.launch_candidates(fmt, 4, 1024, 256, 'gfx950'))\n"
         "data = generate_input(batchsize=2, qseqlen=1, kvseqlen=64, seed=5)\n"
         "for route in ('triton_fp8:gluon', 'triton_mxfp4:gluon'):\n"
         "    os.environ['MLA_ROUTE'] = route\n"
@@ -68,19 +68,19 @@ def test_the_gluon_form_is_refused_without_a_gpu(monkeypatch):
     assert not sub.gluon_forms_here("")
     for kv_format in ("fp8", "mxfp4"):
         with pytest.raises(ValueError, match="no GPU"):
-            sub.triton_launch_candidates(kv_format, 4, 1024, 1, "", form="gluon")
+            sub.launch_candidates(kv_format, 4, 1024, 1, "", form="gluon")
     launch = sub._launch(1, MXFP4_GLUON.tiles[0], MXFP4_GLUON, "sm_90")
     buf, scales = make_mxfp4(4, 127, 127)
     if sub.GLUON_AVAILABLE:
         with pytest.raises(ValueError, match="no GPU"):
-            sub.triton_mxfp4_decode(torch.zeros(1, 16, 576, dtype=torch.bfloat16), buf, scales,
+            sub.mxfp4_decode(torch.zeros(1, 16, 576, dtype=torch.bfloat16), buf, scales,
                                     *make_indptr([4]), SM_SCALE, torch.empty(1, 16, 512, dtype=torch.bfloat16),
-                                    sub.make_triton_scratch(1, launch, "cpu"), launch)
+                                    sub.make_split_scratch(1, launch, "cpu"), launch)
     # and on a CPU tensor even where a launch was built for a GPU
     launch = sub._launch(1, FP8_GLUON.tiles[0], FP8_GLUON, "sm_90")
     q = torch.zeros(1, 16, 576, dtype=torch.bfloat16)
     buf, scale, _ = make_fp8(4, torch.Generator().manual_seed(1))
-    scratch = sub.make_triton_scratch(1, launch, "cpu")
+    scratch = sub.make_split_scratch(1, launch, "cpu")
     if sub.GLUON_AVAILABLE:
         with pytest.raises(ValueError, match="no GPU"):
             sub.decode_arguments("fp8", launch, q, buf, scale, SM_SCALE, scratch)
@@ -92,10 +92,10 @@ def test_gluon_launches_split_a_tile_among_64_thread_groups():
     for arch, warps in (("gfx950", 4), ("sm_90", 8), ("sm_80", 8)):
         for kv_format in ("fp8", "mxfp4"):
             form = sub.kernel_form(kv_format, "gluon")
-            launch = sub._launch(2, form.tiles[0], form, arch)
+            launch = sub._launch(2, form.tiles[0], form, sub.arch_record(arch))
             assert launch.num_warps == warps and launch.num_stages >= 2
             assert sub._wave_groups(form, launch) == 4
-    assert sub.gluon_arch("sm_75") == "" and sub.gluon_arch("gfx942") == ""
+    assert sub.arch_record("sm_75").gluon_arch == "" and sub.arch_record("gfx942").gluon_arch == ""
 
 
 def gluon_launch(splits: int, in_kernel: bool, kv_format: str = "fp8"):
@@ -105,11 +105,11 @@ def gluon_launch(splits: int, in_kernel: bool, kv_format: str = "fp8"):
 
 
 def run_gluon_decode(decode, q, buf, scale, qo, kv_indptr, launch):
-    """decode (submission.triton_fp8_decode or triton_mxfp4_decode) on the device under
+    """decode (submission.fp8_decode or mxfp4_decode) on the device under
     test, into an output of NaN: the output on the CPU, after checking that the in-kernel
     combine reset its counters."""
     out = torch.full((q.shape[0], 16, 512), float("nan"), dtype=torch.bfloat16, device=DEVICE)
-    scratch = sub.make_triton_scratch(q.shape[0], launch, DEVICE)
+    scratch = sub.make_split_scratch(q.shape[0], launch, DEVICE)
     decode(q.to(DEVICE), buf.to(DEVICE), scale.to(DEVICE), qo.to(DEVICE), kv_indptr.to(DEVICE), SM_SCALE, out,
            scratch, launch)
     assert (scratch.counters == 0).all(), "the in-kernel combine must reset its counters for the next call"
@@ -132,7 +132,7 @@ def test_gluon_fp8_form_matches_fp64_attention_on_e4m3_q(lengths, splits, in_ker
     qo, kv_indptr = make_indptr(lengths)
     buf, scale, kv = make_fp8(int(kv_indptr[-1]), gen)
     q = torch.randn(len(lengths), 16, 576, generator=gen).bfloat16()
-    out = run_gluon_decode(sub.triton_fp8_decode, q, buf, scale, qo, kv_indptr, gluon_launch(splits, in_kernel))
+    out = run_gluon_decode(sub.fp8_decode, q, buf, scale, qo, kv_indptr, gluon_launch(splits, in_kernel))
     assert_e4m3_p_close(out, q, kv, qo, kv_indptr)
     assert (out[torch.tensor(lengths) == 0] == 0).all()
 
@@ -142,7 +142,7 @@ def test_gluon_fp8_form_is_exact_where_p_is():
     """Every score equal (equal_scores_fp8_input): P is 1, exact in e4m3, so the output is
     the mean of V: a wrong row, column or scale shows."""
     q, buf, scale, kv, qo, kv_indptr = equal_scores_fp8_input([5, 70, 2 * BLOCK_N + 3])
-    out = run_gluon_decode(sub.triton_fp8_decode, q, buf, scale, qo, kv_indptr, gluon_launch(2, False))
+    out = run_gluon_decode(sub.fp8_decode, q, buf, scale, qo, kv_indptr, gluon_launch(2, False))
     assert_close(out, attention_ref(q, kv, qo, kv_indptr))
 
 
@@ -171,23 +171,23 @@ def test_gluon_mxfp4_refuses_rows_not_16_byte_aligned():
     that is not a multiple of 16 is refused by name (the bf16 form takes the same bytes)."""
     rows = 128
     scales = torch.zeros((rows, 18), dtype=torch.uint8)
-    launch = sub.TritonLaunch(1, 128, 4, 2, form="gluon")
+    launch = sub.KernelLaunch(1, 128, 4, 2, form="gluon")
     wide = torch.zeros((rows, 292), dtype=torch.uint8)
     for buf in (wide[:, :288], wide.view(-1)[4:4 + rows * 288].view(rows, 288)):
         with pytest.raises(ValueError, match="16-byte aligned"):
-            sub.triton_kv_operands({"mxfp4": (buf, scales)}, "mxfp4", launch)
+            sub.kv_operands({"mxfp4": (buf, scales)}, "mxfp4", launch)
     aligned = torch.zeros((rows, 288), dtype=torch.uint8)
-    assert sub.triton_kv_operands({"mxfp4": (aligned, scales)}, "mxfp4", launch)[0] is aligned
+    assert sub.kv_operands({"mxfp4": (aligned, scales)}, "mxfp4", launch)[0] is aligned
 
 
 def test_gluon_mxfp4_takes_a_buffer_shorter_than_a_tile():
     """The MXFP4 Gluon form clamps each row of a tile (_gluon_tile_rows), so a KV buffer of
     fewer rows than a tile, and trimmed or padded scales, are its operands as given. Host
     logic, on the CPU (the kernel itself: the GPU tests below and the gfx950 emulator)."""
-    launch = sub.TritonLaunch(1, 128, 4, 2, form="gluon", gluon_arch="cdna4")
+    launch = sub.KernelLaunch(1, 128, 4, 2, form="gluon", gluon_arch="cdna4")
     for rows, scale_shape in ((1, (1, 18)), (53, (53, 18)), (127, (256, 24))):
         kv_data = {"mxfp4": (torch.zeros((rows, 1, 288), dtype=torch.uint8), torch.zeros(scale_shape, dtype=torch.uint8))}
-        kv, scales = sub.triton_kv_operands(kv_data, "mxfp4", launch)
+        kv, scales = sub.kv_operands(kv_data, "mxfp4", launch)
         assert kv.shape[0] == rows and scales.shape == scale_shape
 
 
@@ -198,17 +198,17 @@ def test_gluon_forms_write_zeros_over_an_empty_kv_buffer(kv_format):
     empty buffer: results/2026-12-01-h200-final-suite). Over a KV buffer of no rows every
     sequence is empty: no Gluon launch happens, the output is zeroed (what every form writes
     for an empty sequence); a buffer of one row launches. Host logic, on the CPU."""
-    launch = sub.TritonLaunch(1, 128, 4, 2, form="gluon", gluon_arch="ampere")
+    launch = sub.KernelLaunch(1, 128, 4, 2, form="gluon", gluon_arch="ampere")
     if kv_format == "fp8":
         kv_data = {"fp8": (torch.zeros((0, 1, 576), dtype=torch.float8_e4m3fn), torch.ones(1))}
     else:
         kv_data = {"mxfp4": (torch.zeros((0, 1, 288), dtype=torch.uint8), torch.zeros((0, 18), dtype=torch.uint8))}
-    kv, _ = sub.triton_kv_operands(kv_data, kv_format, launch)
+    kv, _ = sub.kv_operands(kv_data, kv_format, launch)
     out = torch.full((3, 16, 512), float("nan"), dtype=torch.bfloat16)
     assert sub.zeros_over_an_empty_buffer(kv_format, launch, kv, out) and (out == 0).all()
     one_row = kv.new_zeros((1, *kv.shape[1:]))
     assert not sub.zeros_over_an_empty_buffer(kv_format, launch, one_row, out)
-    triton_launch = sub.TritonLaunch(1, 128, 4, 1, form=sub.forms_of(kv_format)[0].name)
+    triton_launch = sub.KernelLaunch(1, 128, 4, 1, form=sub.forms_of(kv_format)[0].name)
     assert not sub.zeros_over_an_empty_buffer(kv_format, triton_launch, kv, out)  # its loops read nothing
 
 
@@ -249,7 +249,7 @@ def test_gluon_mxfp4_form_matches_fp64_attention(lengths, splits, in_kernel, pad
     buf, scales = make_mxfp4(int(kv_indptr[-1]), 122, 130, padded=padded, gen=gen)
     q = torch.randn(len(lengths), 16, 576, generator=gen).bfloat16()
     launch = gluon_launch(splits, in_kernel, "mxfp4")
-    out = run_gluon_decode(sub.triton_mxfp4_decode, q, buf, scales, qo, kv_indptr, launch)
+    out = run_gluon_decode(sub.mxfp4_decode, q, buf, scales, qo, kv_indptr, launch)
     q_seen = q_e4m3(q, 576) if launch.gluon_arch == "cdna4" else q
     kv = dequant_mxfp4(buf, scales)
     ref = attention_ref(q_seen, kv, qo, kv_indptr)
@@ -274,7 +274,7 @@ def test_gluon_mxfp4_rows_of_another_sequence_do_not_leak(splits):
     scales[60, 3] = 0xFF
     q = torch.randn(2, 16, 576, generator=gen).bfloat16()
     launch = gluon_launch(splits, False, "mxfp4")
-    out = run_gluon_decode(sub.triton_mxfp4_decode, q, buf, scales, qo, kv_indptr, launch)
+    out = run_gluon_decode(sub.mxfp4_decode, q, buf, scales, qo, kv_indptr, launch)
     q_seen = q_e4m3(q, 576) if launch.gluon_arch == "cdna4" else q
     kv = dequant_mxfp4(buf, scales)
     ref = attention_ref(q_seen, kv, qo, kv_indptr)

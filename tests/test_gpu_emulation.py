@@ -25,11 +25,11 @@ FORMS = [("fp8", "e4m3_waves", 128), ("mxfp4", "waves", 128)]  # (format, form, 
 def decode(kv_format, form, block_n, data, monkeypatch, emulate):
     monkeypatch.setattr(sub, "_INTERPRETED", emulate)
     q, kv_data, qo_indptr, kv_indptr, config = data
-    _, arch = sub._device_sms_and_arch(q.device)
-    launch = sub.TritonLaunch(4, block_n, 4, 1, form=form, hw_convert=arch == "gfx950" and form == "waves")
+    _, arch = sub.device_arch(q.device)
+    launch = sub.KernelLaunch(4, block_n, 4, 1, form=form, hw_convert=arch.gfx950_convert and form == "waves")
     out = torch.full((q.shape[0], 16, 512), float("nan"), dtype=torch.bfloat16, device=q.device)
-    scratch = sub.make_triton_scratch(q.shape[0], launch, q.device)
-    kv, kv_scale = sub.triton_kv_operands(kv_data, kv_format, launch)
+    scratch = sub.make_split_scratch(q.shape[0], launch, q.device)
+    kv, kv_scale = sub.kv_operands(kv_data, kv_format, launch)
     arguments = sub.decode_arguments(kv_format, launch, q, kv, kv_scale, config["sm_scale"], scratch)
     for call in sub.decode_calls(kv_format, launch, arguments, q, kv, kv_scale, qo_indptr, kv_indptr, out):
         call.launch()

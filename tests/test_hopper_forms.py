@@ -38,10 +38,11 @@ def compiled_here(monkeypatch):
 def test_the_hopper_records_name_sm_90_alone():
     records = {(form.kv_format, form.name): form for form in sub.KERNEL_FORMS if form.gluon_arch}
     assert set(records) == HOPPER
-    assert sub.GLUON_ARCH_DEVICES == {"hopper": ("sm_90",)}
+    assert [arch.name for arch in sub.ARCHITECTURES.values() if "hopper" in arch.exclusive_gluon_archs] == ["sm_90"]
     for form in records.values():
         assert form.language == "gluon" and set(form.places) == {"sm_90"}
-        assert form.tiles == (sub.Tile(sub.HOPPER_BLOCK_N, 4, 2 if form.kv_format == "fp8" else 1),)
+        assert form.tiles == (sub.Tile(64, 2 if form.kv_format == "fp8" else 1, threads=128),)
+        assert sub.arch_record("sm_90").warp_size * 4 == form.tiles[0].threads  # one warpgroup
         assert sub.form_runs_on(form, "sm_90") and not any(
             sub.form_runs_on(form, arch) for arch in ("sm_80", "sm_100", "gfx950", ""))
 
@@ -51,23 +52,23 @@ def test_the_hopper_records_name_sm_90_alone():
 def test_on_sm_90_the_hopper_forms_lead_and_the_others_follow_as_before(kv_format, monkeypatch):
     others = tuple(form for form in sub.KERNEL_FORMS if not form.gluon_arch)
     for batch, kv_len in SHAPES:
-        offered = sub.triton_launch_candidates(kv_format, batch, kv_len, 132, "sm_90")
+        offered = sub.launch_candidates(kv_format, batch, kv_len, 132, "sm_90")
         first = hopper_launches(offered)
         assert first and offered[:len(first)] == first  # the Hopper forms' launches come first
         with monkeypatch.context() as without:
             without.setattr(sub, "KERNEL_FORMS", others)
             without.setattr(sub, "_FORMS_BY_NAME", {(f.kv_format, f.name): f for f in others})
-            before = sub.triton_launch_candidates(kv_format, batch, kv_len, 132, "sm_90")
+            before = sub.launch_candidates(kv_format, batch, kv_len, 132, "sm_90")
         assert offered[len(first):] == before
     for arch in ("sm_80", "gfx950", ""):
-        assert not hopper_launches(sub.triton_launch_candidates(kv_format, 4, 1024, 132, arch))
+        assert not hopper_launches(sub.launch_candidates(kv_format, 4, 1024, 132, arch))
 
 
 @pytest.mark.usefixtures("compiled_here")
 def test_each_hopper_form_gets_its_leading_splits_in_kernel_half_of_them_and_the_combine_kernel():
     for kv_format, name in sorted(HOPPER):
         for batch, kv_len in SHAPES:
-            launches = sub.triton_launch_candidates(kv_format, batch, kv_len, 132, "sm_90", form=name)
+            launches = sub.launch_candidates(kv_format, batch, kv_len, 132, "sm_90", form=name)
             fill = sub._pow2_floor(min(264 // batch, 64, kv_len // 64))  # two programs an SM
             plan = [(launch.num_splits, launch.combine_in_kernel) for launch in launches]
             assert plan == ([(1, False)] if fill == 1 else [(fill, True), (fill // 2, fill // 2 > 1), (fill, False)])
@@ -80,15 +81,15 @@ def test_each_hopper_form_gets_its_leading_splits_in_kernel_half_of_them_and_the
 def test_a_hopper_form_forced_off_sm_90_is_refused_by_name():
     for arch in ("gfx950", "sm_80", "sm_100"):
         with pytest.raises(ValueError, match="runs on sm_90 GPUs only"):
-            sub.triton_launch_candidates("fp8", 4, 1024, 132, arch, form="hopper_two_term")
+            sub.launch_candidates("fp8", 4, 1024, 132, arch, form="hopper_two_term")
     assert "runs on sm_90 GPUs only" in sub.ROUTES["triton_mxfp4"].unavailable_reason(torch.device("cpu"), "hopper")
 
 
 def test_under_the_interpreter_a_hopper_form_is_refused_by_name(monkeypatch):
     monkeypatch.setattr(sub, "_INTERPRETED", True)  # as TRITON_INTERPRET=1 decides at import
     with pytest.raises(ValueError, match="TRITON_INTERPRET"):
-        sub.triton_launch_candidates("fp8", 4, 1024, 132, "sm_90", form="hopper_one_term")
-    assert not hopper_launches(sub.triton_launch_candidates("fp8", 4, 1024, 132, "sm_90"))
+        sub.launch_candidates("fp8", 4, 1024, 132, "sm_90", form="hopper_one_term")
+    assert not hopper_launches(sub.launch_candidates("fp8", 4, 1024, 132, "sm_90"))
 
 
 @pytest.mark.usefixtures("compiled_here", "fresh_plans")
@@ -100,12 +101,12 @@ def test_a_gluon_lacking_a_hopper_name_offers_the_other_forms_and_says_why_once(
     assert not sub._GLUON_PROBLEMS["ampere"] and not sub._GLUON_PROBLEMS["cdna4"]
     monkeypatch.setenv("MLA_DEBUG", "1")
     for _ in range(2):
-        offered = sub.triton_launch_candidates("fp8", 4, 1024, 132, "sm_90")
+        offered = sub.launch_candidates("fp8", 4, 1024, 132, "sm_90")
         assert not hopper_launches(offered) and any(launch.form == "gluon" for launch in offered)
     said = [line for line in capsys.readouterr().err.splitlines() if "no Gluon" in line]
     assert said == [f"[mla] no Gluon hopper form on sm_90: {sub._GLUON_PROBLEMS['hopper']}"]
     with pytest.raises(ValueError, match="no Gluon hopper form on sm_90: .*lacks gl_hopper.warpgroup_mma"):
-        sub.triton_launch_candidates("fp8", 4, 1024, 132, "sm_90", form="hopper_two_term")
+        sub.launch_candidates("fp8", 4, 1024, 132, "sm_90", form="hopper_two_term")
 
 
 def test_hopper_modules_that_do_not_import_refuse_the_hopper_part_alone(monkeypatch):
@@ -128,17 +129,17 @@ def test_inputs_a_hopper_form_cannot_read_are_handed_over_with_a_value_error(kv_
     buffer, scale = kv_data[kv_format]
     shifted = torch.empty(buffer.numel() + 1, dtype=torch.uint8)[1:].view(buffer.dtype).view(buffer.shape)
     with pytest.raises(ValueError, match="needs 16-byte aligned rows"):
-        sub.triton_kv_operands({kv_format: (shifted, scale)}, kv_format, launch)
+        sub.kv_operands({kv_format: (shifted, scale)}, kv_format, launch)
     # an empty buffer is served without a launch (its TMA descriptors would describe no rows)
-    empty_kv, _ = sub.triton_kv_operands({kv_format: (buffer[:0], scale)}, kv_format, launch)
+    empty_kv, _ = sub.kv_operands({kv_format: (buffer[:0], scale)}, kv_format, launch)
     out = torch.full((2, 16, 512), float("nan"), dtype=torch.bfloat16)
     assert sub.zeros_over_an_empty_buffer(kv_format, launch, empty_kv, out) and (out == 0).all()
     if kv_format == "fp8":
         with pytest.raises(ValueError, match="reads torch.float8_e4m3fn bytes"):
-            sub.triton_kv_operands({"fp8": (buffer.view(torch.uint8).view(torch.float8_e4m3fnuz), scale)}, "fp8",
+            sub.kv_operands({"fp8": (buffer.view(torch.uint8).view(torch.float8_e4m3fnuz), scale)}, "fp8",
                                    launch)
-    kv, kv_scale = sub.triton_kv_operands(kv_data, kv_format, launch)
-    scratch = sub.make_triton_scratch(2, launch, "cpu")
+    kv, kv_scale = sub.kv_operands(kv_data, kv_format, launch)
+    scratch = sub.make_split_scratch(2, launch, "cpu")
     with pytest.raises(ValueError, match="reads 64-row tiles"):
         sub.decode_arguments(kv_format, dataclasses.replace(launch, block_n=32), data[0].to("meta"), kv.to("meta"),
                              kv_scale.to("meta"), 0.04, scratch)
@@ -171,7 +172,7 @@ def test_a_hopper_call_takes_the_kv_as_two_tma_descriptors(kv_format, name):
 
 
 # ---------------------------------------------------------------- on an H200
-HERE = sub._device_sms_and_arch(DEVICE)
+HERE = sub.device_arch(DEVICE)
 needs_sm90 = pytest.mark.skipif(
     not (HAS_GPU and sub.gluon_forms_here(HERE[1], sub.kernel_form("fp8", "hopper_two_term"))),
     reason="needs an NVIDIA sm_90 GPU (H100, H200) whose Triton builds Gluon's Hopper kernels: they do not run "
@@ -188,12 +189,12 @@ ODD_INPUTS = {"1 token": ([1], {}), "2 x 31 (a buffer shorter than a tile)": ([3
 def test_every_hopper_launch_is_within_its_bound_of_exact_attention(kv_format, name, case):
     lengths, options = ODD_INPUTS[case]
     data = ragged_input(lengths, seed=21, device=DEVICE, **options)
-    shape = sub.CallShape(data)
+    shape = sub.CallShape.of(data)
     exact = sub.TorchRunner(shape, kv_format).exact(*data[:4])
-    bound = sub.FORM_ERROR_BOUNDS[(kv_format, name)]
-    for launch in sub.triton_launch_candidates(kv_format, shape.batch, shape.max_kv_len, *HERE, name):
+    bound = sub.kernel_form(kv_format, name).error_bound
+    for launch in sub.launch_candidates(kv_format, shape.batch, shape.max_kv_len, *HERE, name):
         out = torch.full((shape.total_q, 16, 512), float("nan"), dtype=torch.bfloat16, device=DEVICE)
-        runner = sub.TritonRunner(shape, kv_format, launch)
+        runner = sub.KernelRunner(shape, kv_format, launch)
         runner(*data[:4], out=out)
         errors = sub.output_errors(out, exact, data[2])
         assert errors["nonfinite"] == 0 and errors["sequence_rms"] <= bound.sequence_rms, (runner.label, errors)
@@ -207,11 +208,11 @@ def test_a_nan_row_of_one_sequence_stays_out_of_the_others(kv_format, name):
     data = ragged_input([100, 90, 80], seed=22, device=DEVICE)
     buffer, scales = data[1][kv_format]
     (buffer if kv_format == "fp8" else scales).view(torch.uint8)[99] = 0x7F if kv_format == "fp8" else 0xFF
-    shape = sub.CallShape(data)
+    shape = sub.CallShape.of(data)
     exact = sub.TorchRunner(shape, kv_format).exact(*data[:4])
-    bound = sub.FORM_ERROR_BOUNDS[(kv_format, name)]
-    for launch in sub.triton_launch_candidates(kv_format, shape.batch, shape.max_kv_len, *HERE, name):
-        runner = sub.TritonRunner(shape, kv_format, launch)
+    bound = sub.kernel_form(kv_format, name).error_bound
+    for launch in sub.launch_candidates(kv_format, shape.batch, shape.max_kv_len, *HERE, name):
+        runner = sub.KernelRunner(shape, kv_format, launch)
         out = runner(*data[:4])
         assert bool(exact[0].isnan().all()) and bool(out[0].isnan().any()), runner.label
         rest = sub.output_errors(out[1:], exact[1:], data[2][1:] - 1)

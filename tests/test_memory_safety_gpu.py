@@ -8,9 +8,9 @@ strided view): NaN codes for bf16 (0xFFFF), fp8 e4m3fn (0xFF) and float32 (0xFFF
 0xFF for e8m0 scales (NaN); 0x77 for e2m1 codes (6.0 twice, the largest: e2m1 has no NaN);
 0x7F7F7F7F for int32 (as an indptr, a length far past any buffer). The output and the
 float scratch start as NaN inside too, so an element left unwritten, or a partial read
-before it is written, shows. The runner gets its output and scratch through TritonRunner's
+before it is written, shows. The runner gets its output and scratch through KernelRunner's
 `out` and `scratch` arguments.
-Launches: for each format, every candidate triton_launch_candidates offers on this GPU,
+Launches: for each format, every candidate launch_candidates offers on this GPU,
 unforced and forced to each form that runs on this GPU (conftest.runnable_forms), so a form added later is
 covered as soon as it is offered here (gfx950's hw_convert launches on an MI355X alone).
 Inputs: the 8 benchmark shapes (bench/report.py, the harness's seeds) and the robustness
@@ -99,9 +99,9 @@ def fenced_input(data):
 
 
 def fenced_scratch(batch: int, launch, device):
-    """make_triton_scratch's buffers re-homed inside fences: floats NaN inside (until the
+    """make_split_scratch's buffers re-homed inside fences: floats NaN inside (until the
     kernels write them), integers as made (the counters' zeros)."""
-    plain = sub.make_triton_scratch(batch, launch, device)
+    plain = sub.make_split_scratch(batch, launch, device)
     fences = {}
     for field in dataclasses.fields(plain):
         t = getattr(plain, field.name)
@@ -111,13 +111,13 @@ def fenced_scratch(batch: int, launch, device):
 
 
 def fenced_call(module, fenced_data, fences: dict, kv_format: str, launch):
-    """One call of `module`'s TritonRunner for `launch` on fenced_data (fenced_input's),
+    """One call of `module`'s KernelRunner for `launch` on fenced_data (fenced_input's),
     its output and scratch fenced too: (output, every fence that changed)."""
-    shape = module.CallShape(fenced_data)
+    shape = module.CallShape.of(fenced_data)
     scratch, scratch_fences = fenced_scratch(shape.batch, launch, fenced_data[0].device)
     out = fence(torch.full((shape.total_q, 16, 512), float("nan"), dtype=torch.bfloat16,
                            device=fenced_data[0].device), BF16_NAN)
-    module.TritonRunner(shape, kv_format, launch, scratch=scratch)(*fenced_data[:4], out=out.view)
+    module.KernelRunner(shape, kv_format, launch, scratch=scratch)(*fenced_data[:4], out=out.view)
     if out.view.device.type == "cuda":
         torch.cuda.synchronize()
     problems = [f"{changed} {'bytes of input' if f.read_only else 'fence bytes around'} {name} changed"
@@ -128,10 +128,10 @@ def fenced_call(module, fenced_data, fences: dict, kv_format: str, launch):
 
 def offered_launches(kv_format: str, shape) -> list:
     """Every launch offered on this device for shape, unforced and forced to each form."""
-    units, arch = sub._device_sms_and_arch(shape.device)
+    units, arch = sub.device_arch(shape.device)
     launches = []
     for form in ("",) + tuple(runnable_forms(kv_format)):
-        for launch in sub.triton_launch_candidates(kv_format, shape.batch, shape.max_kv_len, units, arch, form):
+        for launch in sub.launch_candidates(kv_format, shape.batch, shape.max_kv_len, units, arch, form):
             if launch not in launches:
                 launches.append(launch)
     return launches
@@ -173,14 +173,14 @@ EXTREME = ("magnitude/", "nonfinite/")
 @pytest.mark.parametrize("input_name", INPUTS)
 def test_every_offered_launch_stays_inside_its_fences(input_name, precompiled):
     data = INPUTS[input_name]()
-    shape = sub.CallShape(data)
+    shape = sub.CallShape.of(data)
     verifier = sub.Verifier(data, shape)
     fenced_data, fences = fenced_input(data)
     judged = not input_name.startswith(EXTREME)
     failures, launches = [], collections.Counter()
     for kv_format in ("fp8", "mxfp4"):
         for launch in offered_launches(kv_format, shape):
-            plain_runner = sub.TritonRunner(shape, kv_format, launch)
+            plain_runner = sub.KernelRunner(shape, kv_format, launch)
             launches[f"{kv_format}:{plain_runner.form}"] += 1
             out, problems = fenced_call(sub, fenced_data, fences, kv_format, launch)
             plain = plain_runner(*data[:4])
@@ -189,7 +189,7 @@ def test_every_offered_launch_stays_inside_its_fences(input_name, precompiled):
             if judged:
                 if not bool(torch.isfinite(out).all()):
                     problems.append(f"{int((~torch.isfinite(out)).sum())} non-finite output elements")
-                good, detail = verifier.check(kv_format, plain_runner.form, out)
+                good, detail = verifier.check(kv_format, plain_runner.bound, out)
                 if not good:
                     problems.append(f"verifier: {detail}")
             if problems:
@@ -219,7 +219,7 @@ def _compiling_launches(units: int, arch: str) -> list:
     for batch, longest in _input_shapes():
         for kv_format in ("fp8", "mxfp4"):
             for form in ("",) + tuple(runnable_forms(kv_format)):
-                for launch in sub.triton_launch_candidates(kv_format, batch, longest, units, arch, form):
+                for launch in sub.launch_candidates(kv_format, batch, longest, units, arch, form):
                     separate_combine = launch.num_splits > 1 and not launch.combine_in_kernel
                     keys = {(kv_format, dataclasses.replace(launch, num_splits=min(launch.num_splits, 2))),
                             ("combine", 1 << (launch.num_splits - 1).bit_length() if separate_combine else 0)}
@@ -239,7 +239,7 @@ def _compile_in_a_process(job) -> str:
         _mutant_under_fences(*launch)
     else:
         data = ragged_input([40, 300], seed=0)
-        sub.TritonRunner(sub.CallShape(data), kv_format, launch)(*data[:4])
+        sub.KernelRunner(sub.CallShape.of(data), kv_format, launch)(*data[:4])
     torch.cuda.synchronize()
     return kv_format
 
@@ -259,7 +259,7 @@ def precompiled(mutant_directory):
     import concurrent.futures
     import multiprocessing
     import time
-    units, arch = sub._device_sms_and_arch(DEVICE)
+    units, arch = sub.device_arch(DEVICE)
     jobs = [("mutant", (mutant_directory, "cuda", mutation)) for mutation in MUTANTS]
     jobs += _compiling_launches(units, arch)
     began = time.perf_counter()
@@ -278,20 +278,20 @@ def _mutant_under_fences(directory: str, device: str, mutation: str) -> dict:
     mutant = import_mutant(mutation, directory, f"submission_{mutation}_fenced")
     # The MXFP4 Gluon form reads whole tiles and refuses a buffer of fewer than 128 rows.
     inputs = {lengths: ragged_input(list(lengths), seed=9, device=device) for lengths in ((33, 40), (33, 140))}
-    units, arch = mutant._device_sms_and_arch(mutant.CallShape(inputs[(33, 40)]).device)
+    units, arch = mutant.device_arch(mutant.CallShape.of(inputs[(33, 40)]).device)
     found = {}
     for kv_format in ("fp8", "mxfp4"):
         # every form that runs here: a Gluon form on a GPU where Gluon runs, never interpreted
         for form in (f.name for f in mutant.forms_of(kv_format)
                      if f.language != "gluon" or mutant.gluon_forms_here(arch, f)):
             data = inputs[(33, 140) if (kv_format, form) == ("mxfp4", "gluon") else (33, 40)]
-            shape = mutant.CallShape(data)
+            shape = mutant.CallShape.of(data)
             verifier = mutant.Verifier(data, shape)
-            launch = mutant.triton_launch_candidates(kv_format, shape.batch, shape.max_kv_len, units, arch, form)[0]
+            launch = mutant.launch_candidates(kv_format, shape.batch, shape.max_kv_len, units, arch, form)[0]
             out, problems = fenced_call(mutant, *fenced_input(data), kv_format, launch)
             if not bool(torch.isfinite(out).all()):
                 problems.append(f"{int((~torch.isfinite(out)).sum())} non-finite output elements")
-            good, detail = verifier.check(kv_format, form, out)
+            good, detail = verifier.check(kv_format, mutant.kernel_form(kv_format, form).bound, out)
             if not good:
                 problems.append(f"verifier: {detail}")
             found[f"{kv_format}:{form}"] = problems

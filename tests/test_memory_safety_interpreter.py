@@ -9,7 +9,7 @@ Kernels and launches:
     for the input's shape on an H200 (sm_90, 132 SMs) and on an MI355X (gfx950, 256 CUs;
     its hw_convert launches decode by bit operations here, as everywhere under the
     interpreter) and every forced form (MLA_ROUTE=triton_<format>:<form>) on both,
-    through the route's own runner (TritonRunner). Launches that differ only in
+    through the route's own runner (KernelRunner). Launches that differ only in
     num_stages or waves_per_eu, compile options the interpreter ignores, run once;
   - the Q quantizer's two kernels (the a8w8 route's), default and small blocks;
   - the aiter route's guards, for both metadata variants: the length checks (per_call) and
@@ -125,7 +125,7 @@ def offered_launches(kv_format: str, shape) -> list:
     launches = {}
     for arch, units in ARCHITECTURES:
         for form in ("",) + interpreted_forms(kv_format):
-            for launch in sub.triton_launch_candidates(kv_format, shape.batch, shape.max_kv_len, units, arch, form):
+            for launch in sub.launch_candidates(kv_format, shape.batch, shape.max_kv_len, units, arch, form):
                 launches.setdefault(dataclasses.replace(launch, num_stages=1, waves_per_eu=0), launch)
     return list(launches.values())
 
@@ -153,9 +153,9 @@ def _run_decode_cases_in_worker(kv_format: str) -> Checked:
     with check.installed():
         for input_name, data in plans.items():
             calls = unchecked_indptr_calls(data) if input_name == "odd_lengths_in_views" else {"valid": data[:4]}
-            shape = sub.CallShape(data)
+            shape = sub.CallShape.of(data)
             for launch in offered_launches(kv_format, shape):
-                runner = sub.TritonRunner(shape, kv_format, launch)
+                runner = sub.KernelRunner(shape, kv_format, launch)
                 for call_name, args in calls.items():
                     checked.cases += 1
                     try:
@@ -234,7 +234,7 @@ def _run_aiter_guards_in_worker() -> Checked:
             for check_block in (saved[1], 2):
                 sub.KV_LENGTH_CHECK_BLOCK = check_block
                 for variant, q_in_fp8 in itertools.product(sub.AITER_RUNNERS.values(), (True, False)):
-                    runner = variant(sub.CallShape(data), data, q_in_fp8, 8)
+                    runner = variant(sub.CallShape.of(data), data, q_in_fp8, 8)
                     for name, kv_indptr in kv_indptrs.items():
                         checked.cases += 1
                         try:
@@ -300,15 +300,15 @@ def _mutant_in_worker(directory: str, mutation: str):
     from tools.mutants import import_mutant
     mutant = import_mutant(mutation, directory, f"submission_{mutation}")
     data = odd_lengths_in_views([33, 40], seed=9)
-    shape = mutant.CallShape(data)
+    shape = mutant.CallShape.of(data)
     caught = {}
     with AddressCheck().installed():
         for kv_format in ("fp8", "mxfp4"):
             for form in interpreted_forms(kv_format):
-                launch = mutant.triton_launch_candidates(kv_format, shape.batch, shape.max_kv_len, 132, "sm_90",
+                launch = mutant.launch_candidates(kv_format, shape.batch, shape.max_kv_len, 132, "sm_90",
                                                          form)[0]
                 try:
-                    mutant.TritonRunner(shape, kv_format, launch)(*data[:4])
+                    mutant.KernelRunner(shape, kv_format, launch)(*data[:4])
                     caught[f"{kv_format}:{form}"] = None
                 except AddressViolation as error:
                     caught[f"{kv_format}:{form}"] = str(error)

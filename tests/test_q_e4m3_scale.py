@@ -134,17 +134,17 @@ def _forms_on_nonfinite_heads_in_worker(kv_format, form):
     bad[0, 3, 100] = float("inf")
     bad[0, 9, 7] = float("nan")
     tile = sub.kernel_form(kv_format, form).tiles[0]
-    launch = sub.TritonLaunch(1, tile.block_n, tile.num_warps, tile.num_stages, form=form)
+    launch = sub.KernelLaunch(1, tile.block_n, tile.num_warps, tile.num_stages, form=form)
     if kv_format == "fp8":
         buf, scale, _ = make_fp8(40, gen)
-        decode = sub.triton_fp8_decode
+        decode = sub.fp8_decode
     else:
         buf, scale = make_mxfp4(40, 122, 130, gen=gen)
-        decode = sub.triton_mxfp4_decode
+        decode = sub.mxfp4_decode
     outs = []
     for query in (bad, q):
         out = torch.full((1, 16, 512), 7.0, dtype=torch.bfloat16)
-        decode(query, buf, scale, qo, kv_indptr, 576 ** -0.5, out, sub.make_triton_scratch(1, launch, "cpu"), launch)
+        decode(query, buf, scale, qo, kv_indptr, 576 ** -0.5, out, sub.make_split_scratch(1, launch, "cpu"), launch)
         outs.append(out.float())
     return outs
 
@@ -202,8 +202,8 @@ def test_the_gluon_version_follows_the_rule_compiled_for_gfx950_in_the_emulator(
 @needs_gpu
 def test_both_versions_follow_the_rule_on_the_gpu():
     assert_follows_the_rule(AMAXES, *_run_rule(triton_rule_kernel, DEVICE))
-    arch = sub._device_sms_and_arch(DEVICE)[1]
+    arch = sub.device_arch(DEVICE)[1]
     if not sub.gluon_forms_here(arch):
         pytest.skip(f"the Gluon version needs a GPU with a Gluon ARCH (gfx950, NVIDIA sm_80+), not {arch}")
-    lanes = 64 if sub.gluon_arch(arch) == "cdna4" else 32
+    lanes = arch.warp_size
     assert_follows_the_rule(AMAXES, *_run_rule(gluon_rule_kernel, DEVICE, LANES=lanes))

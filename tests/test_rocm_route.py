@@ -28,6 +28,7 @@ Host logic: every input is pinned to the CPU, where the fake computes, on any ma
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 import sys
@@ -82,23 +83,23 @@ def clean_state(monkeypatch, fresh_plans):
 class _DelayedRunner:
     def __init__(self, runner, delay_s: float):
         self.runner, self.delay_s = runner, delay_s
-        self.label, self.kv_format, self.form = runner.label, runner.kv_format, runner.form
+        self.label, self.kv_format, self.form, self.bound = runner.label, runner.kv_format, runner.form, runner.bound
 
     def __call__(self, *args):
         time.sleep(self.delay_s)
         return self.runner(*args)
 
 
-class SlowTorchRoute:
+class SlowTorchRoute(submission.TorchRoute):
     """submission's torch route, every call delayed."""
-    name = "torch"
 
     def __init__(self, delay_s: float):
         self.delay_s = delay_s
 
-    def variants(self, shape):
-        return [lambda data, factory=factory: _DelayedRunner(factory(data), self.delay_s)
-                for factory in submission.TorchRoute().variants(shape)]
+    def variants(self, shape, form=""):
+        return [dataclasses.replace(candidate, build=lambda data, build=candidate.build:
+                                    _DelayedRunner(build(data), self.delay_s))
+                for candidate in super().variants(shape, form)]
 
 
 def install(monkeypatch, fake: FakeAiter | None = None, torch_delay_s: float = TORCH_DELAY_S) -> FakeAiter:
@@ -106,7 +107,7 @@ def install(monkeypatch, fake: FakeAiter | None = None, torch_delay_s: float = T
     fake = fake if fake is not None else FakeAiter()
     monkeypatch.setattr(submission, "aiter_ops", fake)
     monkeypatch.setattr(submission, "_aiter_device", lambda device: True)
-    monkeypatch.setattr(submission, "_aiter_arch", lambda device: fake.gfx)
+    monkeypatch.setattr(submission, "device_arch", lambda device: (1, submission.arch_record(fake.gfx)))
     if torch_delay_s:
         monkeypatch.setitem(submission.ROUTES, "torch", SlowTorchRoute(torch_delay_s))
     return fake
@@ -228,17 +229,16 @@ def test_loader_takes_rocm_aiter_when_it_is_there(monkeypatch):
 
 def test_route_is_a_candidate_only_with_aiter_fp8_and_an_aiter_device(monkeypatch):
     data = harness_input(2, 400, seed=1)
-    shape = submission.CallShape(data)
     route = submission.AiterRoute()
     monkeypatch.setattr(submission, "aiter_ops", FakeAiter())
-    assert route.variants(shape) == []  # CPU: not an aiter device
+    assert route.variants(submission.CallShape.of(data)) == []  # CPU: not an aiter device
     monkeypatch.setattr(submission, "_aiter_device", lambda device: True)
-    monkeypatch.setattr(submission, "_aiter_arch", lambda device: "gfx950")
-    assert len(route.variants(shape)) == len(CANDIDATES)
+    monkeypatch.setattr(submission, "device_arch", lambda device: (1, submission.arch_record("gfx950")))
+    assert len(route.variants(submission.CallShape.of(data))) == len(CANDIDATES)
     no_fp8 = (data[0], {"bf16": data[1]["bf16"]}, *data[2:])
-    assert route.variants(submission.CallShape(no_fp8)) == []
+    assert route.variants(submission.CallShape.of(no_fp8)) == []
     monkeypatch.setattr(submission, "aiter_ops", None)
-    assert route.variants(shape) == []
+    assert route.variants(submission.CallShape.of(data)) == []
 
 
 def _calls_per_buffers(fake) -> dict:
@@ -518,7 +518,7 @@ def _record_calls_in_worker(inputs, q_in_fp8, variant):
     fake = FakeAiter()
     saved, submission.aiter_ops = submission.aiter_ops, fake
     try:
-        runner = submission.AITER_RUNNERS[variant](submission.CallShape(inputs[0]), inputs[0], q_in_fp8, 8)
+        runner = submission.AITER_RUNNERS[variant](submission.CallShape.of(inputs[0]), inputs[0], q_in_fp8, 8)
         builds_with_the_plan = fake.count("get_mla_metadata_v1")
         recorder = DeviceWorkRecorder()
         for name in ("get_mla_metadata_v1", "mla_decode_fwd"):  # each one device launch (or more) in aiter
@@ -642,7 +642,7 @@ def test_the_comparison_refuses_any_kv_indptr_but_the_plans(monkeypatch, block):
     install(monkeypatch)
     data = ragged_input((1000,) * 5, seed=90)
     assert data[3].tolist() == PLAN_KV_INDPTR
-    runner = submission.AiterCachedRunner(submission.CallShape(data), data, False, 8)
+    runner = submission.AiterCachedRunner(submission.CallShape.of(data), data, False, 8)
     assert not bool(runner._refused_torch(_strided(PLAN_KV_INDPTR)))
     assert all(bool(runner._refused_torch(_strided(values))) for values in DIFFERING_KV_INDPTRS.values())
 
@@ -732,7 +732,7 @@ def test_each_shape_has_its_own_buffers_and_metadata(monkeypatch):
 def test_every_candidate_matches_the_reference(monkeypatch, lengths):
     fake = install(monkeypatch)
     data = ragged_input(lengths, seed=8)
-    shape = submission.CallShape(data)
+    shape = submission.CallShape.of(data)
     for kind, splits, metadata in CANDIDATES:
         runner = submission.AITER_RUNNERS[metadata](shape, data, kind == "a8w8", splits)
         out = runner(*data[:4])
@@ -805,13 +805,13 @@ def test_short_sequences_are_not_offered_to_aiter_and_ragged_ones_are(monkeypatc
     install(monkeypatch)
     route = submission.AiterRoute()
     for lengths in ((100, 100), (600, 255)):
-        shape = submission.CallShape(ragged_input(lengths, seed=19))
+        shape = submission.CallShape.of(ragged_input(lengths, seed=19))
         assert route.variants(shape) == [], lengths
         for runner in submission.AITER_RUNNERS.values():
             with pytest.raises(ValueError, match="needs every sequence >= 256 tokens"):
                 runner(shape, ragged_input(lengths, seed=19), True, 8)
     for lengths in ((600, 600), (700, 900), (256, 5000)):
-        assert len(route.variants(submission.CallShape(ragged_input(lengths, seed=19)))) == len(CANDIDATES)
+        assert len(route.variants(submission.CallShape.of(ragged_input(lengths, seed=19)))) == len(CANDIDATES)
 
 
 # ----------------------------------------------------------------------------- the fake itself

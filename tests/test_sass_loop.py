@@ -13,7 +13,7 @@ def test_main_loop_mmas_per_tile(kv_format, stages):
     # m16n8k16 MMAs) and split V's 512 columns 4 ways for P.V (16 x 128, K = 32: 32 MMAs).
     if (problem := external_programs.problem("nvdisasm")) is not None:
         pytest.skip(problem)
-    compiled = sass_loop.compile_kernel(kv_format, sub.TritonLaunch(2, 32, 4, stages))
+    compiled = sass_loop.compile_kernel(kv_format, sub.KernelLaunch(2, 32, 4, stages))
     mix = sass_loop.main_loop_mix(sass_loop.disassemble(compiled.asm["cubin"]))
     if kv_format == "fp8":  # fp16 operands; e4m3 -> fp16 one instruction a pair of values
         assert mix["HMMA.16816.F32"] == 36 + 32 and mix["HMMA.16816.F32.BF16"] == 0

@@ -56,8 +56,8 @@ def _decode_in_worker(kv_format, q, buf, scale, qo, kv_indptr, launch):
     """Runs in the worker: one launcher call on a poisoned output."""
     assert os.environ.get("TRITON_INTERPRET") == "1"
     out = torch.full((q.shape[0], 16, 512), float("nan"), dtype=torch.bfloat16)
-    scratch = sub.make_triton_scratch(q.shape[0], launch, "cpu")
-    decode = sub.triton_mxfp4_decode if kv_format == "mxfp4" else sub.triton_fp8_decode
+    scratch = sub.make_split_scratch(q.shape[0], launch, "cpu")
+    decode = sub.mxfp4_decode if kv_format == "mxfp4" else sub.fp8_decode
     decode(q, buf, scale, qo, kv_indptr, SM_SCALE, out, scratch, launch)
     return out, scratch.counters
 
@@ -162,7 +162,7 @@ def make_mxfp4(rows, scale_lo, scale_hi, padded=False, gen=None):
     return buf, scales
 
 
-L = sub.TritonLaunch
+L = sub.KernelLaunch
 LENGTHS = [[257], [257], [1, 31, 300], [1, 31, 300], [64, 0, 31], [300, 64]]
 SPLITS = [1, 4, 1, 3, 2, 8]  # one split and several, mixed lengths, an empty sequence
 IN_KERNEL = [False, True, False, False, True, False]  # both ways of merging the splits
@@ -416,7 +416,7 @@ def test_kv_row_stride_too_large_for_32_bit_tile_offsets():
     2^31 elements is refused before anything runs (meta tensors: no memory needed); the
     MXFP4 kernel's are 64-bit and take it."""
     q = torch.empty((1, 16, 576), dtype=torch.bfloat16, device="meta")
-    scratch = sub.make_triton_scratch(1, L(1, 32, 4, 3), "meta")
+    scratch = sub.make_split_scratch(1, L(1, 32, 4, 3), "meta")
     wide = torch.empty((2, 1, 576), dtype=torch.float8_e4m3fn, device="meta").as_strided((2, 1, 576), (2 ** 26, 576, 1))
     with pytest.raises(ValueError, match="stride"):
         sub.decode_arguments("fp8", L(1, 32, 4, 3), q, wide, None, SM_SCALE, scratch)
@@ -447,7 +447,7 @@ def test_launch_candidates():
     for fmt, form, stages in (("mxfp4", "bf16", 1), ("fp8", "f16", 3)):
         for (batch, length), best in MEASURED_BEST.items():
             # the Hopper forms lead on sm_90 with launches of their own (tests/test_hopper_forms.py)
-            cands = [c for c in sub.triton_launch_candidates(fmt, batch, length, 132, "sm_90")
+            cands = [c for c in sub.launch_candidates(fmt, batch, length, 132, "sm_90")
                      if c.gluon_arch != "hopper"]
             # NVIDIA: one thread releases a program's partials after a barrier (PTX's is cumulative)
             assert cands[0] == L(*best, stages, form=form, each_wave_fences=False), (fmt, batch, length)
@@ -460,13 +460,13 @@ def test_launch_candidates():
             assert [c.form for c in other] == extra
             assert all(c.num_splits == best[0] and c.waves_per_eu == 0 for c in other)
         for batch, length in ((1, 1), (3, 300), (1000, 50), (4, 1 << 20)):
-            cands = sub.triton_launch_candidates(fmt, batch, length, 132)
+            cands = sub.launch_candidates(fmt, batch, length, 132)
             assert cands and len(cands) <= 7 and len(set(cands)) == len(cands)
             for c in cands:
                 assert 1 <= c.num_splits <= 64 and c.block_n in (32, 64, 128) and c.num_warps in (4, 8)
                 assert c.num_splits == 1 or length // c.num_splits >= 64
     with pytest.raises(ValueError):
-        sub.triton_launch_candidates("bf16", 4, 1024, 132)
+        sub.launch_candidates("bf16", 4, 1024, 132)
 
 
 def test_a_new_form_is_a_record_naming_its_kernel_and_argument_builder(monkeypatch):
@@ -486,15 +486,15 @@ def test_a_new_form_is_a_record_naming_its_kernel_and_argument_builder(monkeypat
                             kernel=Kernel(), arguments=arguments)
     monkeypatch.setattr(sub, "KERNEL_FORMS", sub.KERNEL_FORMS + (record,))
     monkeypatch.setattr(sub, "_FORMS_BY_NAME", {**sub._FORMS_BY_NAME, ("fp8", "probe"): record})
-    lead = sub.triton_launch_candidates("fp8", 4, 1024, 132, "sm_90")[0]
+    lead = sub.launch_candidates("fp8", 4, 1024, 132, "sm_90")[0]
     assert lead.form == "probe" and (lead.block_n, lead.num_warps, lead.num_stages) == (64, 4, 2)
     for arch in ("gfx950", "sm_80", ""):
-        assert "probe" not in {c.form for c in sub.triton_launch_candidates("fp8", 4, 1024, 132, arch)}
+        assert "probe" not in {c.form for c in sub.launch_candidates("fp8", 4, 1024, 132, arch)}
     launch = sub.dataclasses.replace(lead, num_splits=1)
     q, qo, kv_indptr = torch.zeros(1, 16, 576, dtype=torch.bfloat16), *make_indptr([40])
     buf, scale, _ = make_fp8(40, torch.Generator().manual_seed(3))
     out = torch.empty(1, 16, 512, dtype=torch.bfloat16)
-    sub.triton_decode("fp8", q, buf, scale, qo, kv_indptr, SM_SCALE, out, sub.make_triton_scratch(1, launch, "cpu"),
+    sub.decode("fp8", q, buf, scale, qo, kv_indptr, SM_SCALE, out, sub.make_split_scratch(1, launch, "cpu"),
                       launch)
     assert launched == dict(grid=(1, 1), q_ptr=q, kv_ptr=buf, kv_scale_ptr=scale, qo_indptr_ptr=qo,
                             kv_indptr_ptr=kv_indptr, out_ptr=out, rows=40, TILE=64, FORM="probe", num_warps=4,
@@ -511,7 +511,7 @@ def test_launch_candidates_on_gfx950():
     gluon_first = sub.gluon_forms_here("gfx950")
     for fmt, form in (("fp8", "e4m3_waves"), ("mxfp4", "waves")):
         for (batch, length) in MEASURED_BEST:
-            cands = sub.triton_launch_candidates(fmt, batch, length, 256, "gfx950")
+            cands = sub.launch_candidates(fmt, batch, length, 256, "gfx950")
             lead = "gluon" if gluon_first else form
             assert cands[0].form == lead and {c.form for c in cands} == {lead, form}
             assert all(c.waves_per_eu >= 2 for c in cands if c.form == form)
@@ -522,7 +522,7 @@ def test_launch_candidates_on_gfx950():
             # gfx950's convert instruction for the MXFP4 waves form there, and nowhere else
             # (the Gluon form writes its own)
             assert all(c.hw_convert == (c.form == "waves") for c in cands)
-            assert not any(c.hw_convert for c in sub.triton_launch_candidates(fmt, batch, length, 132, "sm_90"))
+            assert not any(c.hw_convert for c in sub.launch_candidates(fmt, batch, length, 132, "sm_90"))
             first = cands[0]
             fill = 256 * sub.kernel_form(fmt, lead).programs_per_cu
             tiles_a_split = length // first.num_splits // first.block_n
@@ -533,19 +533,19 @@ def test_launch_candidates_on_gfx950():
     expected = {(4, 1024): 8, (4, 8192): 64, (32, 1024): 8, (32, 8192): 8, (64, 1024): 4, (64, 8192): 4,
                 (256, 1024): 1, (256, 8192): 1}
     for (batch, length), splits in expected.items():
-        assert sub.triton_launch_candidates("fp8", batch, length, 256, "gfx950")[0].num_splits == splits
-        assert sub.triton_launch_candidates("mxfp4", batch, length, 256, "gfx950", "waves")[0].num_splits == splits
+        assert sub.launch_candidates("fp8", batch, length, 256, "gfx950")[0].num_splits == splits
+        assert sub.launch_candidates("mxfp4", batch, length, 256, "gfx950", "waves")[0].num_splits == splits
     if gluon_first:  # the MXFP4 Gluon form fills each CU twice
         expected = {(4, 1024): 8, (4, 8192): 64, (32, 1024): 8, (32, 8192): 16, (64, 1024): 8, (64, 8192): 8,
                     (256, 1024): 2, (256, 8192): 2}
         for (batch, length), splits in expected.items():
-            assert sub.triton_launch_candidates("mxfp4", batch, length, 256, "gfx950")[0].num_splits == splits
+            assert sub.launch_candidates("mxfp4", batch, length, 256, "gfx950")[0].num_splits == splits
 
 
 def test_forced_form(monkeypatch):
     """MLA_ROUTE=<route>:<form> offers that form alone, with its own tiles, on any device;
     a form of another format or an unknown one is refused by name."""
-    cands = sub.triton_launch_candidates("fp8", 64, 8192, 132, "sm_90", form="e4m3_waves")
+    cands = sub.launch_candidates("fp8", 64, 8192, 132, "sm_90", form="e4m3_waves")
     assert cands and {c.form for c in cands} == {"e4m3_waves"}
     monkeypatch.setenv("MLA_ROUTE", "triton_fp8:e4m3_waves")
     assert sub.forced_route() == ("triton_fp8", "e4m3_waves")
@@ -559,7 +559,7 @@ def test_forced_form(monkeypatch):
         with pytest.raises(ValueError, match="unknown form"):
             sub.forced_route()
     with pytest.raises(ValueError, match="no fp8 kernel form"):
-        sub.triton_launch_candidates("fp8", 4, 1024, 132, form="scaled")
+        sub.launch_candidates("fp8", 4, 1024, 132, form="scaled")
 
 
 def test_mxfp4_waves_refuses_rows_not_4_byte_aligned():
@@ -570,7 +570,7 @@ def test_mxfp4_waves_refuses_rows_not_4_byte_aligned():
     for buf in (wide[:, :288], wide.view(-1)[1:1 + 3 * 288].view(3, 288)):
         assert buf.stride(0) % 4 or buf.data_ptr() % 4
         with pytest.raises(ValueError, match="4-byte aligned"):
-            sub.triton_kv_operands({"mxfp4": (buf, scales)}, "mxfp4", L(1, 128, 4, 1, form="waves"))
-        assert sub.triton_kv_operands({"mxfp4": (buf, scales)}, "mxfp4", L(1, 32, 4, 1, form="bf16"))[0] is not None
+            sub.kv_operands({"mxfp4": (buf, scales)}, "mxfp4", L(1, 128, 4, 1, form="waves"))
+        assert sub.kv_operands({"mxfp4": (buf, scales)}, "mxfp4", L(1, 32, 4, 1, form="bf16"))[0] is not None
     aligned = torch.zeros((3, 288), dtype=torch.uint8)
-    assert sub.triton_kv_operands({"mxfp4": (aligned, scales)}, "mxfp4", L(1, 128, 4, 1, form="waves"))[0] is aligned
+    assert sub.kv_operands({"mxfp4": (aligned, scales)}, "mxfp4", L(1, 128, 4, 1, form="waves"))[0] is aligned

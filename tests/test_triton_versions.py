@@ -51,10 +51,10 @@ def _serve_while_every_triton_launch_raises(cases):
     def refuse(*args, **kwargs):
         raise RuntimeError(REFUSAL)
 
-    saved = (interpreter.GridExecutor.__call__, jit.JITFunction.run, sub._runs_triton_here)
+    saved = (interpreter.GridExecutor.__call__, jit.JITFunction.run, sub._kernels_run_here)
     interpreter.GridExecutor.__call__ = refuse  # every interpreted launch
     jit.JITFunction.run = refuse                # every compiled one (Gluon's JIT is a subclass)
-    sub._runs_triton_here = lambda device: True
+    sub._kernels_run_here = lambda device: True
     sub.reset_plans()
     said = io.StringIO()
     try:
@@ -62,9 +62,9 @@ def _serve_while_every_triton_launch_raises(cases):
             outputs = [sub.custom_kernel(data) for data in inputs]
             routes = [sub.describe_route(data) for data in inputs]
     finally:
-        interpreter.GridExecutor.__call__, jit.JITFunction.run, sub._runs_triton_here = saved
+        interpreter.GridExecutor.__call__, jit.JITFunction.run, sub._kernels_run_here = saved
         sub.reset_plans()
-    exact = [sub.TorchRunner(sub.CallShape(data), "bf16")(*data[:4]) for data in inputs]
+    exact = [sub.TorchRunner(sub.CallShape.of(data), "bf16")(*data[:4]) for data in inputs]
     return outputs, exact, routes, said.getvalue()
 
 
@@ -145,12 +145,12 @@ def test_a_gluon_lacking_a_name_offers_no_gluon_form_there_and_says_why_once(glu
     for _ in range(2):
         for kv_format in ("fp8", "mxfp4"):
             assert all(launch.form != "gluon"
-                       for launch in sub.triton_launch_candidates(kv_format, 4, 1024, 256, "gfx950"))
-        assert any(launch.form == "gluon" for launch in sub.triton_launch_candidates("fp8", 4, 1024, 132, "sm_90"))
+                       for launch in sub.launch_candidates(kv_format, 4, 1024, 256, "gfx950"))
+        assert any(launch.form == "gluon" for launch in sub.launch_candidates("fp8", 4, 1024, 132, "sm_90"))
     said = [line for line in capsys.readouterr().err.splitlines() if "no Gluon form" in line]
     assert said == [f"[mla] no Gluon form on gfx950: {problems['cdna4']}"]
     with pytest.raises(ValueError, match="lacks gl_cdna4.async_copy.commit_group"):
-        sub.triton_launch_candidates("fp8", 4, 1024, 256, "gfx950", form="gluon")
+        sub.launch_candidates("fp8", 4, 1024, 256, "gfx950", form="gluon")
 
 
 @needs_full_gluon
@@ -189,9 +189,9 @@ sys.modules["triton.experimental.gluon.language.amd"] = None  # submission's Glu
 import submission as sub
 assert not sub.GLUON_AVAILABLE and "does not import" in sub._GLUON_PROBLEMS[""]
 for fmt in ("fp8", "mxfp4"):
-    assert all(c.form != "gluon" for c in sub.triton_launch_candidates(fmt, 4, 1024, 256, "gfx950"))
+    assert all(c.form != "gluon" for c in sub.launch_candidates(fmt, 4, 1024, 256, "gfx950"))
     try:
-        sub.triton_launch_candidates(fmt, 4, 1024, 256, "gfx950", form="gluon")
+        sub.launch_candidates(fmt, 4, 1024, 256, "gfx950", form="gluon")
         raise SystemExit("a forced Gluon form was offered")
     except ValueError as error:
         assert "does not import" in str(error), error

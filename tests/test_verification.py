@@ -4,9 +4,9 @@ accepts every real route.
 With unit-randn inputs the rule (rtol = atol = 0.1, 5% of elements may miss) passes an
 all-zeros output at kv 8192 and a halved one at every length. The verifier also bounds
 each candidate's error against exact attention over the KV format it reads, relative to
-the output's own scale, per (format, form) (submission.error_bound: FORM_ERROR_BOUNDS,
-derived by bench/error_bounds.py from bench/verify_errors.py's runs, else the format's
-ERROR_BOUNDS). Here:
+the output's own scale, its runner's own bound (its form record's, derived by
+bench/error_bounds.py from bench/verify_errors.py's runs, else its format's:
+submission.bound_of). Here:
 - wrong candidates injected as extra routes (zeros, the right output x 0.5 and x 1.5,
   heads rolled by one, two sequences swapped, one row NaN), over each KV format, at kv
   1024 and 8192, are rejected with a message naming the bound they fail;
@@ -74,7 +74,8 @@ class WrongRunner:
     def __init__(self, name, shape, kv_format):
         self.label = f"wrong_{name}"
         self.kv_format = kv_format
-        self.form = "torch"  # the torch route's output, spoiled: judged by that form's bound
+        self.form = kv_format
+        self.bound = submission.error_bound(kv_format, "torch")  # the torch route's output, spoiled: its bound
         self.right = submission.TorchRunner(shape, kv_format)
         self.spoil = WRONG[name][0]
 
@@ -83,12 +84,18 @@ class WrongRunner:
 
 
 class WrongRoute:
+    forms = ()
+
     def __init__(self, name, kv_format):
         self.name = f"wrong_{name}"
         self.wrong, self.kv_format = name, kv_format
 
-    def variants(self, shape):
-        return [lambda data: WrongRunner(self.wrong, shape, self.kv_format)]
+    def unavailable_reason(self, device, form=""):
+        return None
+
+    def variants(self, shape, form=""):
+        return [submission.Candidate(self.name, "", self.name,
+                                     lambda data: WrongRunner(self.wrong, shape, self.kv_format))]
 
 
 def plan_report(data) -> dict[str, str]:
@@ -109,37 +116,37 @@ def test_wrong_candidates_are_rejected_naming_the_bound(monkeypatch, kv_len, kv_
     for name, (_, bound) in WRONG.items():
         verdict = report[f"wrong_{name}"]
         assert verdict.startswith("REJECTED") and bound in verdict, f"{name}: {verdict}"
-    torch.testing.assert_close(out, submission.TorchRunner(submission.CallShape(data), "bf16")(*data[:4]))
+    torch.testing.assert_close(out, submission.TorchRunner(submission.CallShape.of(data), "bf16")(*data[:4]))
 
 
 def test_the_lenient_rule_alone_would_pass_zeros_and_halves():
     """Why the bounds exist: the check rule's verdict on the injected outputs at kv 8192."""
     data = verification_input(8192)
-    right = submission.TorchRunner(submission.CallShape(data), "bf16")(*data[:4])
-    verifier = submission.Verifier(data, submission.CallShape(data))
+    right = submission.TorchRunner(submission.CallShape.of(data), "bf16")(*data[:4])
+    verifier = submission.Verifier(data, submission.CallShape.of(data))
     for name in ("zeros", "half"):
         spoiled = WRONG[name][0](right)
         assert submission.rule_mismatch(spoiled, verifier.rule_expected) <= submission.CHECK_MISMATCH_ALLOWANCE
-        good, detail = verifier.check("bf16", "torch", spoiled)
+        good, detail = verifier.check("bf16", submission.error_bound("bf16", "torch"), spoiled)
         assert not good and "check rule" not in detail and SEQUENCE_BOUND in detail, detail
 
 
 def test_two_of_256_sequences_swapped_is_rejected_where_a_global_error_would_not_be():
     data = ragged_input([64] * 256, seed=40)
-    shape = submission.CallShape(data)
+    shape = submission.CallShape.of(data)
     right = submission.TorchRunner(shape, "bf16")(*data[:4])
     swapped = right.clone()
     swapped[[7, 200]] = right[[200, 7]]
     exact = submission.Verifier(data, shape).exact("bf16")
     global_error = float((swapped.float() - exact).norm() / exact.norm())
     assert global_error < 0.15  # 2 of 256 sequences: about 12% globally
-    good, detail = submission.Verifier(data, shape).check("bf16", "torch", swapped)
+    good, detail = submission.Verifier(data, shape).check("bf16", submission.error_bound("bf16", "torch"), swapped)
     assert not good and SEQUENCE_BOUND in detail and ("sequence 7)" in detail or "sequence 200)" in detail), detail
 
 
 def test_output_errors_of_empty_sequences_and_matching_nan():
     data = ragged_input([0, 5, 0], seed=41)
-    exact = submission.TorchRunner(submission.CallShape(data), "bf16").exact(*data[:4])
+    exact = submission.TorchRunner(submission.CallShape.of(data), "bf16").exact(*data[:4])
     assert submission.output_errors(exact, exact, data[2])["sequence_rms"] == 0.0
     spoiled = exact.clone()
     spoiled[0, 0, 0] = 1e-3  # a sequence without tokens must give zeros
@@ -158,14 +165,14 @@ def verify_triton(data, launches_per_format: dict) -> list[tuple]:
     """(label, passed, detail) of each Triton launch on data, judged by the verifier and by
     SCALED_OUTPUT_BOUND against exact attention (tighter than some forms' verifier bounds:
     a form's output scaled by 0.9 must fail here)."""
-    shape = submission.CallShape(data)
+    shape = submission.CallShape.of(data)
     verifier = submission.Verifier(data, shape)
     verdicts = []
     for kv_format, launches in launches_per_format.items():
         for launch in launches:
-            runner = submission.TritonRunner(shape, kv_format, launch)
+            runner = submission.KernelRunner(shape, kv_format, launch)
             out = runner(*data[:4])
-            good, detail = verifier.check(kv_format, runner.form, out)
+            good, detail = verifier.check(kv_format, runner.bound, out)
             sequence_rms = submission.output_errors(out, verifier.exact(kv_format), data[2])["sequence_rms"]
             if not sequence_rms <= SCALED_OUTPUT_BOUND:
                 good, detail = False, f"{detail}; sequence relative RMS error {sequence_rms:.3g} > {SCALED_OUTPUT_BOUND}"
@@ -178,7 +185,7 @@ def verify_triton_in_worker(kv_len: int, all_launches: bool) -> list[tuple]:
     candidates on verification_input(kv_len) (all, or each format's first)."""
     assert os.environ.get("TRITON_INTERPRET") == "1"
     data = verification_input(kv_len, device="cpu")
-    launches = {kv_format: submission.triton_launch_candidates(kv_format, BATCH, kv_len, 1, "")
+    launches = {kv_format: submission.launch_candidates(kv_format, BATCH, kv_len, 1, "")
                 for kv_format in ("fp8", "mxfp4")}
     return verify_triton(data, {fmt: found if all_launches else found[:1] for fmt, found in launches.items()})
 
@@ -205,10 +212,10 @@ def test_triton_routes_pass_under_the_interpreter(interpreter_worker, kv_len):
 def test_triton_routes_pass_compiled_on_the_gpu(kv_len):
     """Every launch candidate of every kernel form this GPU can run (each form forced, as
     MLA_ROUTE=<route>:<form> offers it), compiled, on the same inputs."""
-    num_sms, arch = submission._device_sms_and_arch(DEVICE)
+    num_sms, arch = submission.device_arch(DEVICE)
     data = verification_input(kv_len)
     launches = {fmt: [launch for form in runnable_forms(fmt) for launch in
-                      submission.triton_launch_candidates(fmt, BATCH, kv_len, num_sms, arch, form)]
+                      submission.launch_candidates(fmt, BATCH, kv_len, num_sms, arch, form)]
                 for fmt in ("fp8", "mxfp4")}
     verdicts = verify_triton(data, launches)
     forms = {label.split("form=")[1].split(",")[0] for label, _, _ in verdicts}
@@ -222,7 +229,7 @@ def fake_aiter(monkeypatch):
     fake = FakeAiter()
     monkeypatch.setattr(submission, "aiter_ops", fake)
     monkeypatch.setattr(submission, "_aiter_device", lambda device: True)
-    monkeypatch.setattr(submission, "_aiter_arch", lambda device: fake.gfx)
+    monkeypatch.setattr(submission, "device_arch", lambda device: (1, submission.arch_record(fake.gfx)))
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # the fake's many small ops are much slower with spinning threads
     yield fake
@@ -232,13 +239,14 @@ def fake_aiter(monkeypatch):
 @pytest.mark.parametrize("kv_len", FAST_KV_LENGTHS)
 def test_aiter_candidates_pass_through_the_fake(fake_aiter, kv_len):
     data = verification_input(kv_len, device="cpu")
-    shape = submission.CallShape(data)
+    shape = submission.CallShape.of(data)
     verifier = submission.Verifier(data, shape)
-    factories = submission.AiterRoute().variants(shape)
-    assert len(factories) == 2 * len(submission.AITER_KV_SPLIT_CANDIDATES) * len(submission.AITER_RUNNERS)
-    for factory in factories:
-        runner = factory(data)
-        good, detail = verifier.check(runner.kv_format, runner.form, runner(*data[:4]))
+    candidates = submission.AiterRoute().variants(shape)
+    assert len(candidates) == 2 * len(submission.AITER_KV_SPLIT_CANDIDATES) * len(submission.AITER_RUNNERS)
+    for candidate in candidates:
+        runner = candidate.build(data)
+        assert runner.label == candidate.label
+        good, detail = verifier.check(runner.kv_format, runner.bound, runner(*data[:4]))
         assert good, f"{runner.label}: {detail}"
 
 
@@ -252,9 +260,9 @@ def test_a_route_that_misses_a_bound_on_a_valid_input_falls_back(fake_aiter):
     assert a8w8 and all(v.startswith("REJECTED") and SEQUENCE_BOUND in v for v in a8w8.values()), a8w8
     chosen = submission._plan_for(data).run
     assert not chosen.label.startswith("aiter_a8w8")
-    exact = submission.TorchRunner(submission.CallShape(data), chosen.kv_format).exact(*data[:4])
+    exact = submission.TorchRunner(submission.CallShape.of(data), chosen.kv_format).exact(*data[:4])
     errors = submission.output_errors(out, exact, data[2])
-    assert errors["sequence_rms"] <= submission.error_bound(chosen.kv_format, chosen.form)[0].sequence_rms, errors
+    assert errors["sequence_rms"] <= chosen.bound[0].sequence_rms, errors
 
 
 @pytest.mark.parametrize("rule", ["current", "2e-2", "1e-2"])

@@ -24,7 +24,7 @@ so does Specialization.compile.
 The arguments are stand-ins on torch's "meta" device: the contract's shapes, dtypes and
 strides at the real batch and length (so storage sizes, hence pointer_range, are the
 real ones) and no memory. A meta tensor's data pointer is 0, i.e. aligned, as the
-device allocator's are. The per-call tensors are built the way TritonRunner builds them
+device allocator's are. The per-call tensors are built the way KernelRunner builds them
 (submission.py); the plan-constant ones by submission's own decode_arguments and
 decode_calls. MXFP4 scales are the trimmed (rows, 18) layout; the padded one (row stride
 24) specializes the same way (neither stride is 1 nor divisible by 16).
@@ -150,12 +150,12 @@ def contract_inputs(batch: int, kv_len: int, device="meta") -> tuple:
 
 
 def decode_kernel_calls(data: tuple, kv_format: str, launch) -> list:
-    """The KernelCalls of one Triton decode call on `data`, built as TritonRunner does."""
+    """The KernelCalls of one Triton decode call on `data`, built as KernelRunner does."""
     q, kv_data, qo_indptr, kv_indptr, config = data
     batch = config["batch_size"]
-    kv, kv_scale = sub.triton_kv_operands(kv_data, kv_format, launch)
+    kv, kv_scale = sub.kv_operands(kv_data, kv_format, launch)
     out = sub._new_output(q)
-    scratch = sub.make_triton_scratch(batch, launch, q.device)
+    scratch = sub.make_split_scratch(batch, launch, q.device)
     arguments = sub.decode_arguments(kv_format, launch, q, kv, kv_scale, config["sm_scale"], scratch)
     return sub.decode_calls(kv_format, launch, arguments, q, kv, kv_scale, qo_indptr, kv_indptr, out)
 
@@ -187,7 +187,7 @@ class OfferedLaunch:
     batch: int
     kv_len: int
     rank: int          # its place in the route's candidates; 0 is offered first
-    launch: object     # the TritonLaunch, or for aiter {"q_in_fp8": ..., "num_kv_splits": ...}
+    launch: object     # the KernelLaunch, or for aiter {"q_in_fp8": ..., "num_kv_splits": ...}
     calls: list        # its Triton and Gluon launches (KernelCalls)
 
 
@@ -204,7 +204,7 @@ def offered_launches(arch: str, with_aiter: bool = True):
     for kv_format in ("fp8", "mxfp4"):
         for batch, kv_len in BENCHMARK_SHAPES:
             data = contract_inputs(batch, kv_len)
-            for rank, launch in enumerate(sub.triton_launch_candidates(kv_format, batch, kv_len, num_cus, arch)):
+            for rank, launch in enumerate(sub.launch_candidates(kv_format, batch, kv_len, num_cus, arch)):
                 yield OfferedLaunch(f"triton_{kv_format}", kv_format, batch, kv_len, rank, launch,
                                     decode_kernel_calls(data, kv_format, launch))
     if not with_aiter:

@@ -130,7 +130,7 @@ def forced_combine_targets() -> list[Target]:
     targets = []
     data = ct.contract_inputs(64, 8192)
     for record in (record for record in sub.KERNEL_FORMS if sub.form_runs_on(record, "gfx950")):
-        launch = sub.triton_launch_candidates(record.kv_format, 64, 8192, ct.DEVICE_CUS["gfx950"], "gfx950",
+        launch = sub.launch_candidates(record.kv_format, 64, 8192, ct.DEVICE_CUS["gfx950"], "gfx950",
                                               form=record.name)[0]
         launch = dataclasses.replace(launch, combine_in_kernel=True)
         calls = ct.decode_kernel_calls(data, record.kv_format, launch)
@@ -153,7 +153,7 @@ def forced_form_calls() -> list:
     data = ct.contract_inputs(64, 8192)
     for record in (record for record in sub.KERNEL_FORMS if sub.form_runs_on(record, "gfx950")):
         kv_format, form = record.kv_format, record.name
-        launch = sub.triton_launch_candidates(kv_format, 64, 8192, 256, "gfx950", form=form)[0]
+        launch = sub.launch_candidates(kv_format, 64, 8192, 256, "gfx950", form=form)[0]
         if launch.num_splits > 1:
             launch = dataclasses.replace(launch, combine_in_kernel=True)
         calls += [(kv_format, form, call) for call in ct.decode_kernel_calls(data, kv_format, launch)]
@@ -236,14 +236,14 @@ def decode_inputs(case: Case, kv_format: str):
 
 
 def decode_calls(offered, case: Case):
-    """The offered launch's calls on the case's inputs, as TritonRunner builds them (the
+    """The offered launch's calls on the case's inputs, as KernelRunner builds them (the
     per-call tensors) and as the plan does (scratch, arguments), on the CPU."""
     launch = offered.launch
     q, operands, qo_indptr, kv_indptr, exact = decode_inputs(case, offered.kv_format)
-    kv, kv_scale = sub.triton_kv_operands(operands, offered.kv_format, launch)
+    kv, kv_scale = sub.kv_operands(operands, offered.kv_format, launch)
     out = sub._new_output(q)
     out.fill_(float("nan"))
-    scratch = sub.make_triton_scratch(len(case.lengths), launch, "cpu")
+    scratch = sub.make_split_scratch(len(case.lengths), launch, "cpu")
     scratch.part_o.fill_(float("nan"))
     scratch.part_lse.fill_(float("nan"))
     # decode_arguments refuses a Gluon launch on a device that cannot run it: it is shown a
@@ -267,7 +267,7 @@ MODEL_TOLERANCE = 1e-3
 
 def _check_decode(offered, out, exact, qo_indptr, model) -> tuple[bool, str, dict]:
     form = sub.kernel_form(offered.kv_format, offered.launch.form).name
-    bound, bound_name = sub.error_bound(offered.kv_format, form)
+    bound, bound_name = sub.kernel_form(offered.kv_format, form).bound
     errors = sub.output_errors(out, exact, qo_indptr)
     ok = (errors["nonfinite"] == 0 and errors["sequence_rms"] <= bound.sequence_rms
           and errors["element"] <= bound.element)

@@ -164,7 +164,7 @@ def _finish(acc, m, l, num_splits: int) -> torch.Tensor:
 def gluon_form_output(kv_format: str, q, kv_operands, kv_indptr, sm_scale: float, num_splits: int,
                       batch_chunk: int = 64) -> torch.Tensor:
     """The gfx950 Gluon form's output (total_q, 16, 512) bf16 for q (batch, 16, 576) bf16 (one
-    query a sequence), the KV format's operands as submission.triton_kv_operands gives them
+    query a sequence), the KV format's operands as submission.kv_operands gives them
     (fp8: the e4m3 buffer and its scale; MXFP4: code and scale bytes), kv_indptr, and the
     launch's split count; sequences in chunks of batch_chunk (memory)."""
     if kv_format not in ("fp8", "mxfp4"):
@@ -197,9 +197,9 @@ def gluon_form_output(kv_format: str, q, kv_operands, kv_indptr, sm_scale: float
 
 def gfx950_split_counts(sub, kv_format: str, batch: int, max_kv_len: int, cus: int = 256) -> list[int]:
     """The split counts of the Gluon form's launches the autopick offers on gfx950 (cus CUs)
-    for this batch and longest sequence (submission.triton_launch_candidates, the form
+    for this batch and longest sequence (submission.launch_candidates, the form
     forced): the model runs once per count."""
-    launches = sub.triton_launch_candidates(kv_format, batch, max_kv_len, cus, "gfx950", form="gluon")
+    launches = sub.launch_candidates(kv_format, batch, max_kv_len, cus, "gfx950", form="gluon")
     return sorted({launch.num_splits for launch in launches})
 
 

@@ -75,7 +75,7 @@ _MUTANTS = (
     Mutant("config_checks_dropped", "validate_shapes without its kv_lora_rank and qk_rope_head_dim checks",
            (Edit('                "kv_lora_rank": V_HEAD_DIM, "qk_rope_head_dim": QK_HEAD_DIM - V_HEAD_DIM,\n', ""),)),
     Mutant("fallback_loosened", "an unmeasured form judged by the loosest bound of all instead of its format's",
-           (Edit('    return ERROR_BOUNDS[kv_format], f"{kv_format} format bound',
+           (Edit('    return FORMAT_ERROR_BOUNDS[kv_format], f"{kv_format} format bound',
                  '    return ErrorBound(1.0, 10.0), f"{kv_format} format bound'),)),
 
     # ---- memory safety: the interpreter's address check and the GPU's fences
@@ -110,7 +110,7 @@ _MUTANTS = (
            "gfx950's in-kernel combine without its per-wave fences, as on NVIDIA: one thread's release after a "
            "barrier, the other waves' partial stores possibly still in flight (the emulator's stale global read; "
            "bench/combine_release.py's outstanding-at-barrier), and only that thread's wave acquires",
-           (Edit("each_wave_fences=arch in WAVE_FENCE_ARCHS)", "each_wave_fences=False)"),)),
+           (Edit("each_wave_fences=arch.wave_fences)", "each_wave_fences=False)"),)),
     Mutant("wave_fence_without_its_store_wait",
            "the per-wave release fence without its wait for the wave's stores (s_waitcnt lgkmcnt(0) alone): they "
            "may still be in flight when thread 0 arrives (the emulator's stale global read; the inline-asm tie to "
@@ -129,6 +129,9 @@ _MUTANTS = (
            (Edit("        k_nope = nope_ring.index(tile % STAGES)\n", "        k_nope = nope_ring.index(ahead)\n"),
             Edit("        s = _gluon_scores(q_nope, q_rope, k_nope, rope_ring.index(tile % STAGES), ARCH",
                  "        s = _gluon_scores(q_nope, q_rope, k_nope, rope_ring.index(ahead), ARCH"))),
+    Mutant("subtracted_max_unguarded", "the merges' and the softmax step's -inf guard dropped: an empty part or "
+                                       "a head with nothing seen yet subtracts -inf (inf - inf = NaN)",
+           (Edit('    return tl.where(m == float("-inf"), 0.0, m)', "    return m"),)),
     Mutant("q_e8m0_scale_one_step_off", "Q's e8m0 block scale for mfma_scaled one step off",
            (Edit("inverse = gl.expand_dims(_e8m0_of(q_inverse), 1)",
                  "inverse = gl.expand_dims(_e8m0_of(q_inverse) + 1, 1)"),)),
