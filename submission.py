@@ -2173,17 +2173,18 @@ def _mla_decode_gluon_kernel(
 # where Gluon does not. The H200 runs all of this section; Gluon does not run under
 # TRITON_INTERPRET, so no CPU test runs it.
 # -------------------------------------------------------------------------------------
-# The accumulator layout of every product: wgmma m64nNk32 (fp8) over 4 warps.
+# The accumulator layout of every product: wgmma m64nNkINSTR_K over 4 warps (K 32 for fp8
+# operands, 16 for bf16).
 @gluon_constexpr_function
-def _hopper_fp8_mma_layout():
-    return gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, 16, 32])
+def _hopper_mma_layout(INSTR_K):
+    return gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, 16, INSTR_K])
 
 
 # V's tile [64 tokens, 512 features] as each thread reads it: 16 contiguous feature bytes (one
 # ld.shared.v4) of 16 token rows. The features' bits f0..f3 are in registers (contiguous),
 # f4..f6 on lanes 2..4, f7..f8 on the warps; the tokens' t0, t3, t4, t5 in registers, t1, t2 on
 # lanes 0..1. Permuted by _hopper_v_operand, the same elements are the wgmma A operand's
-# (DotOperandLayout(0, _hopper_fp8_mma_layout, 4)) in each thread. Lanes 0..2 of a
+# (DotOperandLayout(0, _hopper_mma_layout(32), 4)) in each thread. Lanes 0..2 of a
 # quarter-warp read 8 different 16-byte columns after the 128-byte swizzle: no bank conflict.
 @gluon_constexpr_function
 def _hopper_v_load_layout():
@@ -2208,7 +2209,7 @@ def _hopper_v_operand(v):
     # row m = 64 i + 16 w + 8 h + r is feature 16 (8 w + r) + 2 i + h, column k the token of
     # _hopper_token_order. The conversion only permutes bytes inside each thread.
     vt = v.reshape([4, 2, 4, 2, 4, 8, 8, 2]).permute((6, 4, 7, 5, 0, 2, 1, 3)).reshape([512, 64])
-    return gl.convert_layout(vt, gl.DotOperandLayout(0, _hopper_fp8_mma_layout(), 4), assert_trivial=True)
+    return gl.convert_layout(vt, gl.DotOperandLayout(0, _hopper_mma_layout(32), 4), assert_trivial=True)
 
 
 @gluon_jit
@@ -2261,10 +2262,25 @@ def _hopper_zero_rows(stage, valid):
 
 @gluon_jit
 def _hopper_issue_tile(nope_desc, rope_desc, row, bar, nope_dst, rope_dst):
-    # One tile's TMA copies (rows row .. row + 63; rows past the buffer are zero-filled).
+    # One tile's TMA copies, completed on `bar`: of rows row .. row + 63 (rows past the buffer
+    # are zero-filled), the nope features' elements (fp8: 512 e4m3, MXFP4: 256 code bytes),
+    # then the rope's, which follow them in the row.
     gl_hopper.mbarrier.expect(bar, nope_desc.block_type.nbytes + rope_desc.block_type.nbytes)
     gl_hopper.tma.async_copy_global_to_shared(nope_desc, [row, 0], bar, nope_dst)
-    gl_hopper.tma.async_copy_global_to_shared(rope_desc, [row, 512], bar, rope_dst)
+    gl_hopper.tma.async_copy_global_to_shared(rope_desc, [row, nope_desc.block_type.shape[1]], bar, rope_dst)
+
+
+@gluon_jit
+def _hopper_finish(o, m_i, l_i, b, split, q_row, out_ptr, part_o_ptr, part_lse_ptr, counters_ptr, num_splits,
+                   stride_o_tok, stride_o_head, SPLIT: gl.constexpr, COMBINE_IN_KERNEL: gl.constexpr,
+                   WAVE_FENCE_THREADS: gl.constexpr):
+    # A Hopper program's state (o [16, 512] in feature order, m_i, l_i [16]) to the Gluon
+    # forms' output path (_gluon_finish), in its layout for one warpgroup.
+    ROWS: gl.constexpr = _gluon_rows_layout("ampere", 2)
+    HEAD_ROWS: gl.constexpr = gl.SliceLayout(1, ROWS)
+    _gluon_finish(gl.convert_layout(o, ROWS), gl.convert_layout(m_i, HEAD_ROWS), gl.convert_layout(l_i, HEAD_ROWS),
+                  b, split, q_row, out_ptr, part_o_ptr, part_lse_ptr, counters_ptr, num_splits, stride_o_tok,
+                  stride_o_head, SPLIT, COMBINE_IN_KERNEL, WAVE_FENCE_THREADS, ROWS)
 
 
 @gluon_jit
@@ -2277,7 +2293,7 @@ def _hopper_fp8_kernel(
     STAGES: gl.constexpr, SPLIT_OPERANDS: gl.constexpr,
 ):
     gl.static_assert(BLOCK_N == 64)  # one warpgroup MMA's M: the layouts below are written for it
-    MMA: gl.constexpr = _hopper_fp8_mma_layout()
+    MMA: gl.constexpr = _hopper_mma_layout(32)
     TERMS: gl.constexpr = 2 if SPLIT_OPERANDS else 1  # e4m3 terms of Q and of P
     split = gl.program_id(0)
     b = gl.program_id(1)
@@ -2358,12 +2374,9 @@ def _hopper_fp8_kernel(
     for index in gl.static_range(STAGES):
         gl_hopper.mbarrier.invalidate(bars.index(index))
 
-    ROWS: gl.constexpr = _gluon_rows_layout("ampere", 2)
-    o = gl.convert_layout(_hopper_feature_order(acc * (kv_scale * 0.00390625)), ROWS)
-    HEAD_ROWS: gl.constexpr = gl.SliceLayout(1, ROWS)
-    _gluon_finish(o, gl.convert_layout(m_i, HEAD_ROWS), gl.convert_layout(l_i, HEAD_ROWS), b, split, q_row,
-                  out_ptr, part_o_ptr, part_lse_ptr, counters_ptr, num_splits, stride_o_tok, stride_o_head,
-                  SPLIT, COMBINE_IN_KERNEL, WAVE_FENCE_THREADS, ROWS)
+    _hopper_finish(_hopper_feature_order(acc * (kv_scale * 0.00390625)), m_i, l_i, b, split, q_row, out_ptr,
+                   part_o_ptr, part_lse_ptr, counters_ptr, num_splits, stride_o_tok, stride_o_head, SPLIT,
+                   COMBINE_IN_KERNEL, WAVE_FENCE_THREADS)
 
 
 # ---- MXFP4 ----
@@ -2383,11 +2396,6 @@ def _hopper_fp8_kernel(
 # Feature order: a thread decodes whole 32-bit words of codes (8 values); S^T's contraction and
 # O^T's rows run over the features in the order the decode yields them (_hopper_mxfp4_k_order):
 # Q is loaded in that order, the output stored back in feature order.
-@gluon_constexpr_function
-def _hopper_bf16_mma_layout():
-    return gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, 16, 16])
-
-
 # A chunk of K's codes [64 tokens, 16 words] (128 features): a thread holds 4 consecutive words
 # (one 16-byte block, one ld.shared.v4) of 2 rows; lanes 0..1 pick the block in the chunk.
 @gluon_constexpr_function
@@ -2475,7 +2483,7 @@ def _hopper_mxfp4_k_order(x, WORDS: gl.constexpr):
     # scores' A operand [64, 32 WORDS]: logical feature k = 32 w + 8 j + 2 c + half is physical
     # chunk feature 32 c + 8 w + j + 4 half (the rope: 16 c + 8 w + j + 4 half).
     x = x.permute((0, 2, 3, 1, 4)).reshape([64, 32 * WORDS])
-    return gl.convert_layout(x, gl.DotOperandLayout(0, _hopper_bf16_mma_layout(), 2), assert_trivial=True)
+    return gl.convert_layout(x, gl.DotOperandLayout(0, _hopper_mma_layout(16), 2), assert_trivial=True)
 
 
 @gluon_jit
@@ -2522,14 +2530,6 @@ def _hopper_load_scales(sc_ptr, start, kv_rows, stride_sr, stride_sc):
 
 
 @gluon_jit
-def _hopper_issue_tile_bytes(nope_desc, rope_desc, row, bar, nope_dst, rope_dst):
-    # One MXFP4 tile's TMA copies: codes 0..255 and 256..287 of rows row .. row + 63.
-    gl_hopper.mbarrier.expect(bar, nope_desc.block_type.nbytes + rope_desc.block_type.nbytes)
-    gl_hopper.tma.async_copy_global_to_shared(nope_desc, [row, 0], bar, nope_dst)
-    gl_hopper.tma.async_copy_global_to_shared(rope_desc, [row, 256], bar, rope_dst)
-
-
-@gluon_jit
 def _hopper_mxfp4_kernel(
     q_ptr, nope_desc, rope_desc, kv_scale_ptr, qo_indptr_ptr, kv_indptr_ptr, out_ptr,
     part_o_ptr, part_lse_ptr, counters_ptr,
@@ -2540,7 +2540,7 @@ def _hopper_mxfp4_kernel(
 ):
     gl.static_assert(BLOCK_N == 64)  # one warpgroup MMA's M: the layouts below are written for it
     gl.static_assert(STAGES == 1)    # one ring stage, free once K is decoded (section comment)
-    MMA: gl.constexpr = _hopper_bf16_mma_layout()
+    MMA: gl.constexpr = _hopper_mma_layout(16)
     split = gl.program_id(0)
     b = gl.program_id(1)
     lo, hi = _split_bounds(kv_indptr_ptr, b, split, kv_rows, num_splits, BLOCK_N)
@@ -2565,7 +2565,7 @@ def _hopper_mxfp4_kernel(
 
     tiles = gl.cdiv(hi - lo, BLOCK_N)
     if 0 < tiles:
-        _hopper_issue_tile_bytes(nope_desc, rope_desc, lo, bar, nope_stage, rope_stage)
+        _hopper_issue_tile(nope_desc, rope_desc, lo, bar, nope_stage, rope_stage)
     scales = _hopper_load_scales(kv_scale_ptr, lo, kv_rows, stride_sr, stride_sc)
     _hopper_q_bf16_mxfp4(q_ptr, q_row, stride_q_tok, stride_q_head, q_chunks, q_rope)
     gl_hopper.fence_async_shared()
@@ -2608,7 +2608,7 @@ def _hopper_mxfp4_kernel(
         s = gl_hopper.warpgroup_mma(a, q_rope.permute((1, 0)), s)
         _gluon_barrier()  # every warp is past its reads of the stage: the next tile's copy goes there
         if tile + 1 < tiles:
-            _hopper_issue_tile_bytes(nope_desc, rope_desc, start + BLOCK_N, bar, nope_stage, rope_stage)
+            _hopper_issue_tile(nope_desc, rope_desc, start + BLOCK_N, bar, nope_stage, rope_stage)
         row_factor = gl.expand_dims(row_smem.load(gl.SliceLayout(1, MMA)), 1)
         s = gl.where(rows < valid, s * (row_factor * qk_scale), float("-inf"))  # log2 domain
         p, alpha, m_i = _softmax_step(s, m_i, gl.max(s, 0), 0)
@@ -2620,12 +2620,9 @@ def _hopper_mxfp4_kernel(
         acc = gl_hopper.warpgroup_mma(v_stage.permute((1, 0)), p_smem.permute((1, 0)), acc * alpha_o)
     gl_hopper.mbarrier.invalidate(bar)
 
-    ROWS: gl.constexpr = _gluon_rows_layout("ampere", 2)
-    o = gl.convert_layout(_hopper_mxfp4_k_feature_order(acc), ROWS)
-    HEAD_ROWS: gl.constexpr = gl.SliceLayout(1, ROWS)
-    _gluon_finish(o, gl.convert_layout(m_i, HEAD_ROWS), gl.convert_layout(l_i, HEAD_ROWS), b, split, q_row,
-                  out_ptr, part_o_ptr, part_lse_ptr, counters_ptr, num_splits, stride_o_tok, stride_o_head,
-                  SPLIT, COMBINE_IN_KERNEL, WAVE_FENCE_THREADS, ROWS)
+    _hopper_finish(_hopper_mxfp4_k_feature_order(acc), m_i, l_i, b, split, q_row, out_ptr, part_o_ptr, part_lse_ptr,
+                   counters_ptr, num_splits, stride_o_tok, stride_o_head, SPLIT, COMBINE_IN_KERNEL,
+                   WAVE_FENCE_THREADS)
 
 
 # -------------------------------------------------------------------------------------
