@@ -11,7 +11,6 @@ of it is not an edge, while the stand-in's own imports are.
 
 Host logic: reads source files only."""
 import ast
-import os
 import subprocess
 from pathlib import Path
 
@@ -179,15 +178,3 @@ def test_no_file_edits_the_import_path():
     assert edits_the_import_path(ast.parse("import sys\nsys.path.insert(0, 'bench')\n"))
     assert not edits_the_import_path(ast.parse("import sys\nprint(sys.path)\n"))
 
-
-def test_every_command_named_in_the_docs_exists():
-    """`python3 -m bench.NAME` and `python3 -m tools.NAME` in the README, docs/ and the tools'
-    own docstrings name a module of the tree."""
-    import re
-    texts = [REPO_ROOT / "README.md", *sorted((REPO_ROOT / "docs").glob("*.md")), REPO_ROOT / "bench" / "README.md",
-             *(REPO_ROOT / f for f in source_files(REPO_ROOT) if f.startswith(("bench/", "tools/")))]
-    named = {m for path in texts if path.is_file()
-             for m in re.findall(r"-m ((?:bench|tools)\.[a-z0-9_]+)", path.read_text())}
-    assert named, "no command found: the pattern is out of date"
-    missing = sorted(m for m in named if not (REPO_ROOT / (m.replace(".", os.sep) + ".py")).is_file())
-    assert not missing, missing
