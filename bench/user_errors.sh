@@ -2,7 +2,7 @@
 # Each newcomer mistake eval.py names (and an output a report cannot write), run as a user would
 # from the repository's folder; the log shows the command, what it printed (stdout and stderr)
 # and its exit status.
-#   bash bench/user_errors.sh > results/2026-12-03-cpu-fresh-machine/user_errors.log 2>&1
+#   bash bench/user_errors.sh > results/2026-12-04-cpu-hygiene/user_errors.log 2>&1
 cd "$(dirname "$0")/.."
 export CUDA_VISIBLE_DEVICES=-1
 scratch=$(mktemp -d)
