@@ -11,7 +11,8 @@ a size out of bounds (CASE_BOUNDS), no case at all; or a case whose inputs need 
 memory than the machine has available, said before any input is built), 2 usage (a bad
 mode or case set, a bad POPCORN_FD or POPCORN_SEED, a submission that fails to import,
 defines no custom_kernel or, as configured, cannot run on this machine, e.g. MLA_ROUTE
-forcing a Triton route on a CPU), 130 interrupted (Ctrl-C: one line, the worker ended).
+forcing a Triton route on a CPU; or results that cannot be written: stdout or POPCORN_FD on
+a full disk, /dev/full, a closed pipe), 130 interrupted (Ctrl-C: one line, the worker ended).
 (Upstream's leaderboard mode exits 0 even after `check: fail`; here it exits 112 like the
 others.) On a CPU the timer is time.perf_counter_ns around the call instead of CUDA events.
 
@@ -78,14 +79,43 @@ def missing_modules_line(missing: list[str]) -> str:
             f"a venv, activate it first")
 
 
+class OutputFailed(Exception):
+    """Results that could not be written (a full disk, /dev/full, a reader gone): main() says
+    so in one line, exit 2, instead of a traceback."""
+
+
+def output_failed(where: str, stream, error: OSError) -> OutputFailed:
+    """The OutputFailed for a failed write to stream. Its descriptor is pointed at /dev/null
+    first: what is still buffered then goes nowhere when the interpreter flushes at exit or the
+    file is closed, instead of failing a second time with a second message."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, stream.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):   # a stream without a descriptor (a test's capture)
+        pass
+    return OutputFailed(f"cannot write {where}: {error.strerror or error}")
+
+
+def emit(text: str) -> None:
+    """Results on stdout, flushed at once; a write that fails raises OutputFailed."""
+    try:
+        print(text, flush=True)
+    except OSError as error:
+        raise output_failed("the results to stdout", sys.stdout, error) from error
+
+
 def before_any_import(argv: list[str]) -> int | None:
     """What eval.py does before torch is imported: the help text (-h, --help), or one line
     naming the modules this Python lacks, with the set-up to run. None: go on."""
     if "-h" in argv[1:] or "--help" in argv[1:]:
         try:
-            print(f"{USAGE_LINES}\n\n{__doc__.strip()}\n\nMore: docs/commands.md", flush=True)
-        except BrokenPipeError:   # `--help | head`: the reader has what it wanted
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            emit(f"{USAGE_LINES}\n\n{__doc__.strip()}\n\nMore: docs/commands.md")
+        except OutputFailed as failed:
+            if isinstance(failed.__cause__, BrokenPipeError):   # `--help | head`: the reader has what it wanted
+                return EXIT_PASS
+            print(f"eval.py: {failed}", file=sys.stderr)
+            return EXIT_USAGE
         return EXIT_PASS
     missing = missing_modules(protocol=bool(os.environ.get("POPCORN_FD")))
     if missing:
@@ -165,6 +195,7 @@ class BenchmarkLimits:
 
 class PopcornOutput:
     def __init__(self, fd: int):
+        self.fd = fd
         self.file = os.fdopen(fd, "w")
         os.set_inheritable(fd, False)
 
@@ -175,7 +206,10 @@ class PopcornOutput:
         self.file.close()
 
     def log(self, key, value):
-        print(f"{key}: {value}", file=self.file, flush=True)
+        try:
+            print(f"{key}: {value}", file=self.file, flush=True)
+        except OSError as error:
+            raise output_failed(f"the result lines to POPCORN_FD={self.fd}", self.file, error) from error
 
 
 # ---------------------------------------------------------------------------
@@ -716,8 +750,7 @@ def human_limits(mode: str) -> BenchmarkLimits:
 
 def print_row(cells: list[str]):
     widths = (56, 6, 22, 11, 0)
-    print("  ".join(cell.ljust(width) for cell, width in zip(cells, widths)).rstrip(),
-          flush=True)
+    emit("  ".join(cell.ljust(width) for cell, width in zip(cells, widths)).rstrip())
 
 
 def wait_with_progress(pending, board, label: str):
@@ -774,7 +807,7 @@ def warm_up(pool, board, case: TestCase, mode: str):
 
 def print_case_set(name: str) -> int:
     try:
-        print("\n".join(case_lines(name)))
+        emit("\n".join(case_lines(name)))
     except KeyError as error:
         return usage_error(f"cases: {error.args[0]}")
     return EXIT_PASS
@@ -821,8 +854,8 @@ def human_main(argv: list[str], secret_seed: int | None) -> int:
                 f"gives its times): give a cases file of small cases, e.g. the 4 x 1024 test "
                 f"case: `python3 eval.py cases tests | head -n 1 > small_cases.txt`, then "
                 f"`TRITON_INTERPRET=1 MLA_ROUTE={interpreted} python3 eval.py {mode} small_cases.txt`")
-        print(device_line(), flush=True)
-        print(run_line(mode, cases, cases_file), flush=True)
+        emit(device_line())
+        emit(run_line(mode, cases, cases_file))
         if cases_too_large(pool, cases, mode):
             return EXIT_BAD_CASES
         if mode != "test":
@@ -838,8 +871,8 @@ def human_main(argv: list[str], secret_seed: int | None) -> int:
                 means.append(result.stats.mean)
     if means and len(means) == len(cases):
         geomean = math.exp(sum(math.log(m) for m in means) / len(means))
-        print(f"geomean of {len(means)} means: {format_ns(geomean)}")
-    print(f"check: {'pass' if passed else 'fail'}")
+        emit(f"geomean of {len(means)} means: {format_ns(geomean)}")
+    emit(f"check: {'pass' if passed else 'fail'}")
     return EXIT_PASS if passed else EXIT_CHECK_FAILED
 
 
@@ -878,6 +911,9 @@ def main() -> int:
     except KeyboardInterrupt:   # the pool's exit has ended the worker
         print("eval.py: interrupted (Ctrl-C)", file=sys.stderr)
         return EXIT_INTERRUPTED
+    except OutputFailed as failed:   # the pool's exit has ended the worker
+        print(f"eval.py: {failed}", file=sys.stderr)
+        return EXIT_USAGE
 
 
 if __name__ == "__main__":

@@ -20,7 +20,9 @@ writes files only where asked: with --markdown PATH the full tables into PATH, b
 gfx950 markers (docs/gfx950.md holds them: `--markdown docs/gfx950.md` updates that page);
 with --json the whole report; with --asm-dir each specialization's AMDGCN to
 DIR/<name>.amdgcn. `render` prints the summary, and with --markdown writes the tables,
-from a saved report without compiling.
+from a saved report without compiling. An output it cannot write (a path under a file, a
+--markdown file without the markers) ends the run in one line, exit 2, before any compile
+(tools/output_paths.py); so does a write that fails after it (a full disk).
 
 Per benchmark shape and format, for the launch offered first, it sets what the main loop
 alone costs against the HBM time of the format's bytes (tools/leaderboard.py route_bytes) at
@@ -114,7 +116,7 @@ from triton import knobs
 
 import submission as sub
 from bench import aiter_asm
-from tools import amdgcn, compile_target, leaderboard
+from tools import amdgcn, compile_target, leaderboard, output_paths
 
 FORMATS = ("fp8", "mxfp4")
 CUS, SIMDS_PER_CU, CLOCK_HZ = 256, 4, 2.4e9  # MI355X, AMD's published figures (peak clock)
@@ -423,7 +425,7 @@ def build(asm_dir: Path | None, with_aiter: bool = True) -> dict:
     if asm_dir is not None:
         asm_dir.mkdir(parents=True, exist_ok=True)
         for (_, identity), record in kernels.items():
-            (asm_dir / f"{record['name']}.amdgcn").write_text(compiled[identity][0].asm["amdgcn"])
+            write_output("--asm-dir", asm_dir / f"{record['name']}.amdgcn", compiled[identity][0].asm["amdgcn"])
     languages = {identity: record["language"] for (_, identity), record in kernels.items()}
     return {"target": "gfx950", "triton": triton.__version__, "kernels": list(kernels.values()), "shapes": shapes,
             "cold_run": cold_run_record([languages[i] for i in offered_identities], cold_seconds, cold_cpu_seconds),
@@ -646,17 +648,54 @@ def summary(rep: dict, written: list) -> str:
     return "\n".join(lines)
 
 
-def write_markdown(path: Path, text: str, source: Path | None) -> None:
-    """The tables between path's gfx950 markers; `source`, the saved report, cited above them."""
-    if not path.exists():
-        raise SystemExit(f"{path} does not exist: give --markdown a file holding {MARKDOWN_BEGIN} and "
-                         f"{MARKDOWN_END} (docs/gfx950.md), or no --markdown")
+def fail(message: str):
+    """A run that cannot go on: one line on stderr, exit 2."""
+    print(f"bench.gfx950_report: {message}", file=sys.stderr)
+    raise SystemExit(2)
+
+
+def write_output(option: str, path: Path, text: str) -> None:
+    """path's new text; a write that fails (a full disk, /dev/full) ends the run in one line."""
+    try:
+        path.write_text(text)
+    except OSError as error:
+        fail(f"{option} {path} cannot be written: {error.strerror or error}")
+
+
+def markdown_problem(path: Path) -> str | None:
+    """Why `--markdown path` cannot take the tables: no such file, or no markers in it."""
+    if not path.is_file():
+        return (f"does not exist: give --markdown a file holding {MARKDOWN_BEGIN} and {MARKDOWN_END} "
+                f"(docs/gfx950.md), or no --markdown")
     content = path.read_text()
     if MARKDOWN_BEGIN not in content or MARKDOWN_END not in content:
-        raise SystemExit(f"{path} lacks the markers {MARKDOWN_BEGIN} ... {MARKDOWN_END} that the tables go between")
+        return f"lacks the markers {MARKDOWN_BEGIN} ... {MARKDOWN_END} that the tables go between"
+    return None
+
+
+def check_outputs(json_path: Path | None, asm_dir: Path | None, markdown: Path | None) -> None:
+    """Every output asked for can be written, asked before the compiles (tens of seconds)."""
+    for option, path, folder in (("--json", json_path, False), ("--asm-dir", asm_dir, True),
+                                 ("--markdown", markdown, False)):
+        if path is None:
+            continue
+        problem = markdown_problem(path) if option == "--markdown" else None
+        if problem:
+            fail(f"{option} {path} {problem}")
+        problem = output_paths.unwritable(path, folder)
+        if problem:
+            fail(f"{option} {path} cannot be written: {problem}")
+
+
+def write_markdown(path: Path, text: str, source: Path | None) -> None:
+    """The tables between path's gfx950 markers; `source`, the saved report, cited above them."""
+    problem = markdown_problem(path)
+    if problem:
+        fail(f"--markdown {path} {problem}")
+    content = path.read_text()
     begin, end = content.index(MARKDOWN_BEGIN) + len(MARKDOWN_BEGIN), content.index(MARKDOWN_END)
     cited = f"\n\nFrom `{os.path.relpath(source.resolve(), path.parent.resolve())}`:" if source is not None else ""
-    path.write_text(content[:begin] + cited + "\n\n" + text + "\n\n" + content[end:])
+    write_output("--markdown", path, content[:begin] + cited + "\n\n" + text + "\n\n" + content[end:])
 
 
 def _markdown_options(parser: argparse.ArgumentParser) -> None:
@@ -671,6 +710,7 @@ def main() -> None:
         parser.add_argument("json", type=Path)
         _markdown_options(parser)
         args = parser.parse_args(sys.argv[2:])
+        check_outputs(None, None, args.markdown)
         rep = json.loads(args.json.read_text())
         _check_version(rep)
         written = []
@@ -682,11 +722,12 @@ def main() -> None:
                             help="leave aiter's assembly decode out (runs no LLVM program)")
         _markdown_options(parser)
         args = parser.parse_args()
+        check_outputs(args.json, args.asm_dir, args.markdown)
         rep = build(args.asm_dir, with_aiter=not args.no_aiter)
         rep["command"] = shlex.join(["python3", "-m", "bench.gfx950_report", *sys.argv[1:]])
         if args.json is not None:
             args.json.parent.mkdir(parents=True, exist_ok=True)
-            args.json.write_text(json.dumps(rep, indent=1))
+            write_output("--json", args.json, json.dumps(rep, indent=1))
         written = [args.json] if args.json is not None else []
     if args.markdown is not None:
         write_markdown(args.markdown, table(rep), args.json)

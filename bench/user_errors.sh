@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Each newcomer mistake eval.py names, run as a user would from the repository's folder; the
-# log shows the command, what eval.py printed (stdout and stderr) and its exit status.
-#   bash bench/user_errors.sh > results/2026-12-03-cpu-fresh-machine/user_errors.log 2>&1
+# Each newcomer mistake eval.py names (and an output a report cannot write), run as a user would
+# from the repository's folder; the log shows the command, what it printed (stdout and stderr)
+# and its exit status.
+#   bash bench/user_errors.sh > results/2026-12-04-cpu-hygiene/user_errors.log 2>&1
 cd "$(dirname "$0")/.."
 export CUDA_VISIBLE_DEVICES=-1
 scratch=$(mktemp -d)
@@ -38,6 +39,12 @@ run "$scratch/bare/bin/python3" eval.py
 run "$scratch/bare/bin/python3" eval.py benchmark
 run "python3 eval.py --help | head -n 5"
 run MLA_ROUTE=tirton_fp8 python3 eval.py benchmark
+# Results that cannot be written (/dev/full refuses every write, as a full disk does), and a
+# report's output path under a file: one line each, before any long work where it can be known
+run "python3 eval.py cases tests > /dev/full"
+run "python3 eval.py test $scratch/commented.txt > /dev/full"
+run "POPCORN_FD=3 python3 eval.py test $scratch/commented.txt 3>/dev/full"
+run python3 -m bench.gfx950_report --json /etc/passwd/report.json
 # Ctrl-C while a full-size case runs: SIGINT to eval.py's process group, as a terminal sends it
 echo "\$ python3 eval.py test   # Ctrl-C after 20 s"
 setsid python3 eval.py test > "$scratch/ctrl_c.out" 2> "$scratch/ctrl_c.err" &

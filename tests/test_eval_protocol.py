@@ -3,9 +3,11 @@ modes, exit codes; and its human mode prints a table. Small cases, run as subpro
 that see no GPU (the protocol is host logic; conftest.run_eval); on a GPU, eval.py also
 runs this project's submission there, in test and leaderboard mode."""
 import base64
+import errno
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -612,3 +614,41 @@ def test_a_bad_mla_route_is_refused_before_the_versions_and_header_lines(run_eva
         rc, _, out, err = run_eval([mode], REPO_ROOT / "submission.py", protocol=False,
                                    env={"MLA_ROUTE": "no_such_route"})
         assert (rc, out, err) == (2, "", f"eval.py: {refusal}\n")
+
+
+# Results that cannot be written: /dev/full takes the open and refuses every write, as a full
+# disk does. One line naming the output and the system's reason, exit 2, no traceback.
+FULL = "/dev/full"
+NO_SPACE = os.strerror(errno.ENOSPC)
+needs_dev_full = pytest.mark.skipif(not os.path.exists(FULL), reason=f"needs {FULL} (Linux)")
+
+
+def run_into_full(args: list[str], tmp_path, submission: Path, popcorn: bool):
+    """eval.py with stdout on /dev/full, or with POPCORN_FD naming a descriptor of /dev/full
+    (stdout a pipe). Returns (exit status, stdout, stderr, that descriptor)."""
+    environment = {key: value for key, value in os.environ.items() if not key.startswith(("POPCORN_", "MLA_"))}
+    environment.update(NO_GPU_ENV, MLA_SUBMISSION=str(submission))
+    with open(FULL, "w") as full:
+        if popcorn:
+            environment["POPCORN_FD"] = str(full.fileno())
+        proc = subprocess.run([sys.executable, str(REPO_ROOT / "eval.py"), *args], cwd=tmp_path, env=environment,
+                              stdout=subprocess.PIPE if popcorn else full, stderr=subprocess.PIPE,
+                              pass_fds=(full.fileno(),) if popcorn else (), text=True, timeout=300)
+        return proc.returncode, proc.stdout or "", proc.stderr, full.fileno()
+
+
+@needs_dev_full
+@pytest.mark.parametrize("args", [pytest.param(["cases", "tests"], marks=pytest.mark.fast), ["--help"],
+                                  ["test", "CASES"]])
+def test_results_on_a_full_stdout_end_in_one_line(tmp_path, submission_file, cases_file, args):
+    args = [str(cases_file([CASE])) if arg == "CASES" else arg for arg in args]
+    rc, _, err, _ = run_into_full(args, tmp_path, submission_file("correct"), popcorn=False)
+    assert (rc, err) == (2, f"eval.py: cannot write the results to stdout: {NO_SPACE}\n")
+
+
+@needs_dev_full
+@pytest.mark.fast
+def test_result_lines_on_a_full_popcorn_fd_end_in_one_line(tmp_path, submission_file, cases_file):
+    rc, out, err, fd = run_into_full(["test", str(cases_file([CASE]))], tmp_path, submission_file("correct"),
+                                     popcorn=True)
+    assert (rc, out, err) == (2, "", f"eval.py: cannot write the result lines to POPCORN_FD={fd}: {NO_SPACE}\n")

@@ -406,6 +406,54 @@ def test_the_report_writes_no_markdown_unless_asked(report, tmp_path):
     assert (doc.read_bytes(), doc.stat().st_mtime_ns) == before
 
 
+
+@pytest.mark.fast
+@pytest.mark.parametrize("option", ["--json", "--asm-dir", "--markdown"])
+def test_an_unwritable_output_ends_the_run_before_any_compile(tmp_path, monkeypatch, capsys, option):
+    """An output path under a file (not a folder) is refused in one line, exit 2, and nothing
+    is compiled."""
+    from bench import gfx950_report
+    (tmp_path / "plain").write_text("a file, not a folder\n")
+    path = tmp_path / "plain" / "out"
+    monkeypatch.setattr(gfx950_report, "build", lambda *args, **kwargs: pytest.fail("compiled"))
+    monkeypatch.setattr(sys, "argv", ["gfx950_report", option, str(path)])
+    with pytest.raises(SystemExit) as exited:
+        gfx950_report.main()
+    problem = "does not exist: give --markdown a file" if option == "--markdown" else \
+        f"cannot be written: {tmp_path / 'plain'} is not a folder"
+    err = capsys.readouterr().err
+    assert exited.value.code == 2
+    assert err.startswith(f"bench.gfx950_report: {option} {path} {problem}") and err.count("\n") == 1, err
+
+
+@pytest.mark.fast
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full (Linux)")
+def test_a_write_that_fails_after_the_work_ends_in_one_line(monkeypatch, capsys):
+    """/dev/full opens (the check before the work passes) and refuses the write."""
+    import errno
+    from bench import gfx950_report
+    monkeypatch.setattr(gfx950_report, "build", lambda *args, **kwargs: {"kernels": []})
+    monkeypatch.setattr(sys, "argv", ["gfx950_report", "--json", "/dev/full"])
+    with pytest.raises(SystemExit) as exited:
+        gfx950_report.main()
+    assert exited.value.code == 2
+    assert capsys.readouterr().err == \
+        f"bench.gfx950_report: --json /dev/full cannot be written: {os.strerror(errno.ENOSPC)}\n"
+
+
+@pytest.mark.fast
+def test_the_users_command_with_an_unwritable_json_is_one_line(tmp_path):
+    """As a user runs it (`--json /etc/passwd/report.json`): one line on stderr, exit 2, no
+    traceback, nothing on stdout."""
+    (tmp_path / "plain").write_text("")
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    proc = subprocess.run([sys.executable, *REPORT, "--json", str(tmp_path / "plain" / "report.json")], env=env,
+                          cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert (proc.returncode, proc.stdout) == (2, "")
+    assert proc.stderr == (f"bench.gfx950_report: --json {tmp_path / 'plain' / 'report.json'} cannot be written: "
+                           f"{tmp_path / 'plain'} is not a folder\n")
+
+
 # llvm-objdump's listing of two tile loops, one a half of 4 waves, as aiter's code object
 # has them (bench/aiter_asm.py), with a conditional exit that lands before the second loop.
 OBJDUMP_LISTING = """

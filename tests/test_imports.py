@@ -1,7 +1,8 @@
 """The repository's module graph: no import cycle, and no file that edits the import path.
 
 Every .py file of the checkout (git's tracked and untracked-but-not-ignored files; every file
-below the root where there is no git) is parsed with ast, and each import, wherever it stands
+below the root where the root is not a git checkout's top: no git, or a copy inside another
+repository) is parsed with ast, and each import, wherever it stands
 (module level or inside a function: a lazy import runs all the same), is resolved to the
 repository's module it names. Module names are those the code imports by: the root's files
 and the packages bench and tools from the root (pytest.ini's pythonpath, `python3 -m`), the
@@ -11,7 +12,7 @@ of it is not an edge, while the stand-in's own imports are.
 
 Host logic: reads source files only."""
 import ast
-import os
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -26,12 +27,26 @@ IMPORT_ROOTS = ("tests", "")
 NOT_SOURCE = ("results/", "dev_scratch/", ".git/")
 
 
-def source_files(root: Path) -> list[str]:
-    """The checkout's .py files, relative to root."""
+def git_listing(root: Path) -> list[str] | None:
+    """The .py files git tracks or would add (not ignored) below root, where root is the top of
+    a git checkout; None where it is not: no git, or a copy inside another repository, where
+    git would answer for that repository (an ignored folder of it lists nothing)."""
     try:
-        listed = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard", "*.py"], cwd=root,
-                                capture_output=True, text=True, check=True).stdout.split()
-    except (OSError, subprocess.CalledProcessError):  # a copy of the tree without git
+        top = subprocess.run(["git", "rev-parse", "--show-toplevel"], cwd=root, capture_output=True, text=True,
+                             check=True).stdout.strip()
+        if Path(top).resolve() != root.resolve():
+            return None
+        return subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard", "*.py"], cwd=root,
+                              capture_output=True, text=True, check=True).stdout.split()
+    except (OSError, subprocess.CalledProcessError):
+        return None
+
+
+def source_files(root: Path) -> list[str]:
+    """The checkout's .py files, relative to root: git's listing where root is a checkout's top,
+    else every file below root outside hidden folders."""
+    listed = git_listing(root)
+    if listed is None:
         listed = [str(path.relative_to(root)) for path in root.rglob("*.py")
                   if not any(part.startswith(".") for part in path.relative_to(root).parts)]
     return sorted(name for name in listed
@@ -139,6 +154,36 @@ def test_no_import_cycle_among_the_repositorys_modules():
         for component in found)
 
 
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
+def test_a_copy_inside_another_repositorys_ignored_folder_reads_its_own_files(tmp_path):
+    """Inside an ignored folder of an outer repository, git answers for the outer one and lists
+    nothing: the copy's files are read from its folder instead, and give the checkout's graph.
+    Where the copy is a checkout of its own, git's listing still decides (its ignored files
+    are left out)."""
+    def git(*args, cwd):
+        subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True)
+
+    outer = tmp_path / "outer"
+    copy = outer / "scratch" / "tree"
+    for name in source_files(REPO_ROOT):
+        (copy / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(REPO_ROOT / name, copy / name)
+    git("init", "-q", cwd=outer)
+    (outer / ".gitignore").write_text("scratch/\n")
+    listed = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard", "*.py"], cwd=copy,
+                            capture_output=True, text=True, check=True).stdout
+    assert listed == ""   # the situation: git speaks for the outer repository
+    assert git_listing(copy) is None
+    assert source_files(copy) == source_files(REPO_ROOT)
+    assert import_graph(copy) == import_graph(REPO_ROOT)
+
+    git("init", "-q", cwd=copy)
+    (copy / ".gitignore").write_text("submission.py\n")
+    assert git_listing(copy) is not None
+    assert source_files(copy) == [name for name in source_files(REPO_ROOT) if name != "submission.py"]
+
+
 def test_the_cycle_check_finds_a_cycle(tmp_path):
     # A package whose state imports its semantics and back, beside a module that is fine.
     (tmp_path / "tools" / "emu").mkdir(parents=True)
@@ -179,15 +224,3 @@ def test_no_file_edits_the_import_path():
     assert edits_the_import_path(ast.parse("import sys\nsys.path.insert(0, 'bench')\n"))
     assert not edits_the_import_path(ast.parse("import sys\nprint(sys.path)\n"))
 
-
-def test_every_command_named_in_the_docs_exists():
-    """`python3 -m bench.NAME` and `python3 -m tools.NAME` in the README, docs/ and the tools'
-    own docstrings name a module of the tree."""
-    import re
-    texts = [REPO_ROOT / "README.md", *sorted((REPO_ROOT / "docs").glob("*.md")), REPO_ROOT / "bench" / "README.md",
-             *(REPO_ROOT / f for f in source_files(REPO_ROOT) if f.startswith(("bench/", "tools/")))]
-    named = {m for path in texts if path.is_file()
-             for m in re.findall(r"-m ((?:bench|tools)\.[a-z0-9_]+)", path.read_text())}
-    assert named, "no command found: the pattern is out of date"
-    missing = sorted(m for m in named if not (REPO_ROOT / (m.replace(".", os.sep) + ".py")).is_file())
-    assert not missing, missing
