@@ -6,6 +6,7 @@ import pytest
 import torch
 
 import submission
+from reference import generate_input
 
 
 def small_input(batch=2, kv_len=40, seed=0):
@@ -117,6 +118,24 @@ def test_forced_route_and_unknown_name(monkeypatch):
     monkeypatch.setenv("MLA_ROUTE", "no_such_route")
     with pytest.raises(ValueError, match="unknown route"):
         submission.custom_kernel(data)
+
+
+@pytest.mark.parametrize("kv_format", ["bf16", "fp8", "mxfp4"])
+def test_the_torch_route_reads_the_format_its_form_names(monkeypatch, kv_format):
+    """MLA_ROUTE=torch:<format>: exact attention over that format's cache, judged by its bound;
+    a format the input lacks is refused with the route's reason."""
+    monkeypatch.setenv("MLA_ROUTE", f"torch:{kv_format}")
+    data = generate_input(2, 1, 40, 3, device="cpu")  # all three formats
+    out = submission.custom_kernel(data)
+    assert submission.describe_route(data) == f"torch[{kv_format}]"
+    runner = submission._plan_for(data).run
+    assert (runner.kv_format, runner.form) == (kv_format, kv_format)
+    assert runner.bound == submission.error_bound(kv_format, "torch")
+    torch.testing.assert_close(out, submission.TorchRunner(submission.CallShape.of(data), kv_format)(*data[:4]))
+    submission.reset_plans()
+    missing = (data[0], {k: v for k, v in data[1].items() if k != kv_format}, *data[2:])
+    with pytest.raises(ValueError, match=f"MLA_ROUTE='torch:{kv_format}' cannot serve"):
+        submission.custom_kernel(missing)
 
 
 def test_debug_line_names_every_candidate_and_the_choice(monkeypatch, capsys):
