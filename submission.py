@@ -2885,14 +2885,13 @@ class GpuArch:
     split_rule: Callable = fill_twice_splits  # (form, batch, max_kv_len, num_sms) -> (splits, min tokens)
 
 
-_AMD = dict(warp_size=64, amd_options=True, in_kernel_combine=False)
 # The architectures named; the others take the record of their vendor (arch_record).
 ARCHITECTURES = {arch.name: arch for arch in (
-    GpuArch("gfx950", **dict(_AMD, in_kernel_combine=True), gluon_arch="cdna4", wave_fences=True,
-            gfx950_convert=True, split_rule=fill_each_cu_splits),
+    GpuArch("gfx950", warp_size=64, amd_options=True, gluon_arch="cdna4", wave_fences=True, gfx950_convert=True,
+            split_rule=fill_each_cu_splits),
     # gfx942 (MI300): e4m3fnuz; aiter plans 16 splits there whatever it is asked for.
-    GpuArch("gfx942", **dict(_AMD, in_kernel_combine=True), wave_fences=True,
-            aiter_fp8_dtype=torch.float8_e4m3fnuz, aiter_min_splits=16),
+    GpuArch("gfx942", warp_size=64, amd_options=True, wave_fences=True, aiter_fp8_dtype=torch.float8_e4m3fnuz,
+            aiter_min_splits=16),
     GpuArch("sm_90", gluon_arch="ampere", exclusive_gluon_archs=("hopper",)),
     GpuArch(""),  # no GPU: the Triton interpreter
 )}
@@ -2907,7 +2906,7 @@ def arch_record(name: str) -> GpuArch:
     if name.startswith("sm_") and name[3:].isdigit():
         return GpuArch(name, gluon_arch="ampere" if int(name[3:]) >= 80 else "")
     if name.startswith("gfx"):
-        return GpuArch(name, **_AMD)
+        return GpuArch(name, warp_size=64, amd_options=True, in_kernel_combine=False)
     raise ValueError(f"unknown GPU architecture {name!r}: sm_<NN> (NVIDIA) or gfx<NNN> (AMD)")
 
 
