@@ -208,11 +208,11 @@ def hopper_form_model(data, kv_format: str, form_name: str) -> torch.Tensor:
     q, kv_data, qo_indptr, kv_indptr, config = data
     shape = sub.CallShape.of(data)
     form = sub.kernel_form(kv_format, form_name)
-    splits = form.split_rule(form, shape.batch, shape.max_kv_len, H200_SMS, "sm_90")[0]
+    splits = sub.arch_record("sm_90").split_rule(form, shape.batch, shape.max_kv_len, H200_SMS)[0]
     qk_scale = torch.tensor(shape.sm_scale * sub._LOG2E, dtype=torch.float32)
     out = torch.zeros((q.shape[0], 16, 512), dtype=torch.bfloat16, device=q.device)
     if kv_format == "fp8":
-        terms = 2 if form_name == "hopper_two_term" else 1
+        terms = 2 if form.constexprs["SPLIT_OPERANDS"] else 1  # Q and P as one e4m3 term or two
         q_terms, q_inverse = hopper_q_e4m3(q, terms)
         buffer, kv_scale = kv_data["fp8"]
         score_scale = q_inverse * (qk_scale * kv_scale.float())
