@@ -2934,6 +2934,7 @@ class Tile:
     form; threads, fixed by a Gluon kernel's layouts whatever the GPU. waves_per_eu: on AMD,
     the waves a SIMD the register allocator aims for (0: none)."""
     block_n: int
+    _: dataclasses.KW_ONLY
     num_stages: int
     num_warps: int = 0
     threads: int = 0
@@ -3081,7 +3082,8 @@ def _say_why_no_gluon(arch: GpuArch, kernel_arch: str) -> None:
 
 
 def _devices_running(kernel_arch: str) -> str:
-    return " or ".join(sorted(name for name, arch in ARCHITECTURES.items() if kernel_arch in arch.exclusive_gluon_archs))
+    return " or ".join(sorted(name for name, arch in ARCHITECTURES.items()
+                              if kernel_arch in arch.exclusive_gluon_archs))
 
 
 def check_gluon_here(arch: GpuArch | str, form: KernelForm | None = None) -> None:
@@ -3215,50 +3217,51 @@ def _hopper_launches(form: KernelForm, batch: int, max_kv_len: int, num_sms: int
 # (the e4m3_waves and a8w8 size), MXFP4 0.22% / 2.1%.
 KERNEL_FORMS = (
     KernelForm("fp8", "f16", "triton", places={"gfx950": None, "sm_90": 2, "": 0},
-               tiles=(Tile(32, 3, num_warps=4), Tile(64, 3, num_warps=8)), wide_tile_when_idle=True,
-               int32_tile_offsets=True, error_bound=ErrorBound(sequence_rms=0.019, element=0.16),
+               tiles=(Tile(32, num_stages=3, num_warps=4), Tile(64, num_stages=3, num_warps=8)),
+               wide_tile_when_idle=True, int32_tile_offsets=True,
+               error_bound=ErrorBound(sequence_rms=0.019, element=0.16),
                kernel=_mla_decode_kernel, arguments=_triton_decode_arguments),
     KernelForm("fp8", "e4m3_waves", "triton", places={"gfx950": 1, "sm_90": 3, "": 1},
-               tiles=(Tile(128, 1, num_warps=4, waves_per_eu=2),), wave_groups=True, int32_tile_offsets=True,
+               tiles=(Tile(128, num_stages=1, num_warps=4, waves_per_eu=2),), wave_groups=True, int32_tile_offsets=True,
                error_bound=ErrorBound(sequence_rms=0.11, element=0.89),
                kernel=_mla_decode_kernel, arguments=_triton_decode_arguments),
     # Gluon: 4 groups of 64 threads (four gfx950 waves, eight NVIDIA warps); two programs a CU
     # fit the registers (waves_per_eu 2); a ring of two stages.
     KernelForm("fp8", "gluon", "gluon", places={"gfx950": 0, "sm_90": 4, "": 2},
-               tiles=(Tile(128, 2, threads=256, waves_per_eu=2),), wave_groups=True, int32_tile_offsets=True,
+               tiles=(Tile(128, num_stages=2, threads=256, waves_per_eu=2),), wave_groups=True, int32_tile_offsets=True,
                row_alignment=16, no_launch_over_empty_buffer=True, kv_dtype=torch.float8_e4m3fn,
                error_bound=ErrorBound(sequence_rms=0.11, element=0.86),
                kernel=_mla_decode_gluon_kernel, arguments=_gluon_decode_arguments),
     KernelForm("mxfp4", "bf16", "triton", places={"gfx950": None, "sm_90": 1, "": 0},
-               tiles=(Tile(32, 1, num_warps=4), Tile(64, 1, num_warps=8)), wide_tile_when_idle=True,
-               error_bound=ErrorBound(sequence_rms=0.011, element=0.093),
+               tiles=(Tile(32, num_stages=1, num_warps=4), Tile(64, num_stages=1, num_warps=8)),
+               wide_tile_when_idle=True, error_bound=ErrorBound(sequence_rms=0.011, element=0.093),
                kernel=_mla_decode_kernel, arguments=_triton_decode_arguments),
     KernelForm("mxfp4", "waves", "triton", places={"gfx950": 1, "sm_90": 2, "": 1},
-               tiles=(Tile(128, 1, num_warps=4, waves_per_eu=2),), wave_groups=True, gfx950_convert=True,
+               tiles=(Tile(128, num_stages=1, num_warps=4, waves_per_eu=2),), wave_groups=True, gfx950_convert=True,
                row_alignment=4, error_bound=ErrorBound(sequence_rms=0.089, element=0.75),
                kernel=_mla_decode_kernel, arguments=_triton_decode_arguments),
     # Gluon MXFP4: one tile in shared memory, one in flight into registers (a ring of two); a
     # program keeps only that one in flight, so its leading splits give a CU two programs,
     # which its registers and LDS hold (waves_per_eu 2).
     KernelForm("mxfp4", "gluon", "gluon", places={"gfx950": 0, "sm_90": 3, "": 2},
-               tiles=(Tile(128, 2, threads=256, waves_per_eu=2),), programs_per_cu=2, wave_groups=True,
+               tiles=(Tile(128, num_stages=2, threads=256, waves_per_eu=2),), programs_per_cu=2, wave_groups=True,
                int32_tile_offsets=True, row_alignment=16, no_launch_over_empty_buffer=True,
                error_bound=ErrorBound(sequence_rms=0.087, element=0.93),
                kernel=_mla_decode_gluon_kernel, arguments=_gluon_decode_arguments),
     # The Hopper forms (section 2.4), sm_90 alone: one warpgroup (128 threads) a program,
     # 64-row tiles (one warpgroup MMA's M); fp8 a ring of two tiles, MXFP4 one.
     KernelForm("fp8", "hopper_two_term", "gluon", places={"sm_90": 0}, gluon_arch="hopper",
-               tiles=(Tile(64, 2, threads=128),), own_launches=_hopper_launches, row_alignment=16,
+               tiles=(Tile(64, num_stages=2, threads=128),), own_launches=_hopper_launches, row_alignment=16,
                no_launch_over_empty_buffer=True, kv_dtype=torch.float8_e4m3fn,
                error_bound=ErrorBound(sequence_rms=0.013, element=0.16), constexprs={"SPLIT_OPERANDS": True},
                kernel=_hopper_fp8_kernel, arguments=_hopper_decode_arguments, call_arguments=_hopper_call_arguments),
     KernelForm("fp8", "hopper_one_term", "gluon", places={"sm_90": 1}, gluon_arch="hopper",
-               tiles=(Tile(64, 2, threads=128),), own_launches=_hopper_launches, row_alignment=16,
+               tiles=(Tile(64, num_stages=2, threads=128),), own_launches=_hopper_launches, row_alignment=16,
                no_launch_over_empty_buffer=True, kv_dtype=torch.float8_e4m3fn,
                error_bound=ErrorBound(sequence_rms=0.11, element=0.92), constexprs={"SPLIT_OPERANDS": False},
                kernel=_hopper_fp8_kernel, arguments=_hopper_decode_arguments, call_arguments=_hopper_call_arguments),
     KernelForm("mxfp4", "hopper", "gluon", places={"sm_90": 0}, gluon_arch="hopper",
-               tiles=(Tile(64, 1, threads=128),), own_launches=_hopper_launches, row_alignment=16,
+               tiles=(Tile(64, num_stages=1, threads=128),), own_launches=_hopper_launches, row_alignment=16,
                no_launch_over_empty_buffer=True, error_bound=ErrorBound(sequence_rms=0.0066, element=0.064),
                kernel=_hopper_mxfp4_kernel, arguments=_hopper_decode_arguments, call_arguments=_hopper_call_arguments),
 )

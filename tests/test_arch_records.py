@@ -37,7 +37,7 @@ def test_each_architecture_record_says_what_the_host_relies_on():
 def test_a_tile_launches_its_warps_on_each_architecture():
     """A Triton form's num_warps is Triton's (the GPU's own warps); a Gluon form's threads
     are fixed by its layouts: 4 gfx950 waves or 8 NVIDIA warps for the same 256 threads."""
-    triton_tile, gluon_tile = sub.Tile(32, 3, num_warps=4), sub.Tile(128, 2, threads=256)
+    triton_tile, gluon_tile = sub.Tile(32, num_stages=3, num_warps=4), sub.Tile(128, num_stages=2, threads=256)
     assert [triton_tile.launch_warps(sub.arch_record(a)) for a in ("gfx950", "sm_90")] == [4, 4]
     assert [gluon_tile.launch_warps(sub.arch_record(a)) for a in ("gfx950", "sm_90")] == [4, 8]
     for form in sub.KERNEL_FORMS:

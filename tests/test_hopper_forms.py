@@ -41,7 +41,7 @@ def test_the_hopper_records_name_sm_90_alone():
     assert [arch.name for arch in sub.ARCHITECTURES.values() if "hopper" in arch.exclusive_gluon_archs] == ["sm_90"]
     for form in records.values():
         assert form.language == "gluon" and set(form.places) == {"sm_90"}
-        assert form.tiles == (sub.Tile(64, 2 if form.kv_format == "fp8" else 1, threads=128),)
+        assert form.tiles == (sub.Tile(64, num_stages=2 if form.kv_format == "fp8" else 1, threads=128),)
         assert sub.arch_record("sm_90").warp_size * 4 == form.tiles[0].threads  # one warpgroup
         assert sub.form_runs_on(form, "sm_90") and not any(
             sub.form_runs_on(form, arch) for arch in ("sm_80", "sm_100", "gfx950", ""))

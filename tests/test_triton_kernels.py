@@ -482,8 +482,8 @@ def test_a_new_form_is_a_record_naming_its_kernel_and_argument_builder(monkeypat
     def arguments(form, launch, q, kv, kv_scale, sm_scale, scratch):
         return dict(rows=kv.shape[0], TILE=launch.block_n, FORM=form.name)
 
-    record = sub.KernelForm("fp8", "probe", "triton", places={"sm_90": -1}, tiles=(sub.Tile(64, 4, 2),),
-                            kernel=Kernel(), arguments=arguments)
+    record = sub.KernelForm("fp8", "probe", "triton", places={"sm_90": -1},
+                            tiles=(sub.Tile(64, num_stages=2, num_warps=4),), kernel=Kernel(), arguments=arguments)
     monkeypatch.setattr(sub, "KERNEL_FORMS", sub.KERNEL_FORMS + (record,))
     monkeypatch.setattr(sub, "_FORMS_BY_NAME", {**sub._FORMS_BY_NAME, ("fp8", "probe"): record})
     lead = sub.launch_candidates("fp8", 4, 1024, 132, "sm_90")[0]
