@@ -4551,7 +4551,7 @@ class Verifier:
         try:
             q_fp8, q_scale = quantize_q_fp8_into(q.contiguous(), scratch)
         except Exception as error:  # a Triton that cannot compile or launch the quantizer here
-            if _is_device_fault(error):
+            if _never_hidden(error):
                 raise
             _say_once("a8w8 yardstick", f"the a8w8 yardstick's Triton Q quantizer raised {type(error).__name__}: "
                       f"{error}; the yardstick uses torch math")
@@ -4658,6 +4658,29 @@ def _is_device_fault(error: BaseException) -> bool:
         "CUDA error" in str(error) or "HIP error" in str(error)
 
 
+class GraphCaptureError(RuntimeError):
+    """custom_kernel was called while a CUDA graph was being captured, and the call cannot be
+    captured; the message says what to do instead."""
+
+
+_CAPTURE_WORDS = re.compile(r"capturing|captured|during capture|capture sequence", re.IGNORECASE)
+
+
+def _is_capture_failure(error: BaseException) -> bool:
+    # CUDA's and HIP's refusal of work a graph capture cannot hold (a read on the host, a
+    # synchronization), as torch and Triton's launchers word it ("operation not permitted when
+    # ... is capturing", "... due to a previous error during capture", "... uncaptured work
+    # ..."), or this file's own.
+    return isinstance(error, GraphCaptureError) or bool(_CAPTURE_WORDS.search(str(error)))
+
+
+def _never_hidden(error: BaseException) -> bool:
+    """Errors that no other route may serve past: a device fault poisons the context, and a
+    capture failure has invalidated the graph being captured (another route's work would go
+    into it, or fail the same way)."""
+    return _is_device_fault(error) or _is_capture_failure(error)
+
+
 _REPORTED_FAILURES: set = set()
 
 
@@ -4687,7 +4710,7 @@ def autopick(data, shape: CallShape, candidates) -> tuple[list, list[str]]:
                 continue
             elapsed = time_call_us(runner, data[:4], clock)
         except Exception as error:
-            if _is_device_fault(error):
+            if _never_hidden(error):
                 raise
             label = runner.label if runner is not None else candidate.route
             _report_once(label, error)
@@ -4718,8 +4741,9 @@ class Plan:
         return self.run.label
 
     def fall_back(self, error: BaseException):
-        """Drops the runner that raised; the next verified one takes over."""
-        if _is_device_fault(error) or len(self.runners) < 2:
+        """Drops the runner that raised; the next verified one takes over (never past a device
+        fault or a capture failure: _never_hidden)."""
+        if _never_hidden(error) or len(self.runners) < 2:
             raise error
         failed = self.runners.pop(0)
         _report_once(failed.label, error)
@@ -4817,7 +4841,18 @@ def _plan_for(data) -> Plan:
         raise
     plan = _PLANS.get(key)
     if plan is None:
-        plan = build_plan(data)
+        try:
+            plan = build_plan(data)
+        except Exception as error:
+            if _is_capture_failure(error):
+                config = data[4]
+                raise GraphCaptureError(
+                    f"custom_kernel cannot be captured in a CUDA graph on the first call of a shape (batch "
+                    f"{config['batch_size']}, kv_seq_len {config['kv_seq_len']}): that call reads kv_indptr on the "
+                    "host and runs the autopick, which compiles, times and synchronizes. Call custom_kernel once "
+                    "on an input of this shape before capturing (docs/commands.md: capturing the call in a CUDA "
+                    "graph)") from error
+            raise
         _PLANS[key] = plan
         if len(_PLANS) > PLAN_CACHE_SIZE:
             _PLANS.popitem(last=False)
@@ -4830,13 +4865,31 @@ def custom_kernel(data):
     plan = _plan_for(data)
     q, kv_data, qo_indptr, kv_indptr, _ = data
     if plan.check_indptr_each_call:
-        validate_indptr_values(qo_indptr, kv_indptr, plan.shape.total_q, plan.shape.total_kv,
-                               plan.shape.q_seq_len)
+        try:
+            validate_indptr_values(qo_indptr, kv_indptr, plan.shape.total_q, plan.shape.total_kv,
+                                   plan.shape.q_seq_len)
+        except Exception as error:
+            if _is_capture_failure(error):
+                raise GraphCaptureError("custom_kernel cannot be captured in a CUDA graph with MLA_CHECK_INDPTR=1: "
+                                        "it reads the indptrs on the host every call; unset it to capture") from error
+            raise
     while True:
         try:
             return plan.run(q, kv_data, qo_indptr, kv_indptr)
         except Exception as error:
+            if _is_capture_failure(error):
+                raise _capture_refused(plan, error) from error
             plan.fall_back(error)
+
+
+def _capture_refused(plan: Plan, error: BaseException) -> GraphCaptureError:
+    # A plan's runner failed under capture: it reads on the host (the torch route reads the
+    # indptrs every call), or its launch did something a capture cannot hold.
+    return GraphCaptureError(
+        f"custom_kernel cannot be captured in a CUDA graph with {plan.label} serving {plan.shape.describe()}: "
+        f"{type(error).__name__}: {error}. The torch route reads the indptrs on the host every call and cannot be "
+        "captured; the kernel and aiter routes can, after a call on the same input tensors outside the graph "
+        "(docs/commands.md: capturing the call in a CUDA graph)")
 
 
 def describe_route(data) -> str:

@@ -6,7 +6,11 @@ never describes the tensor of an earlier call. Host logic on the CPU: the launch
 recorded instead of run, in this process by a stand-in for KernelCall.launch (what the JIT
 returns records the later launches), and in a worker process by Triton's own JIT with a
 recording driver (tools/launch_recorder.py: its binding, specialization and compile for
-sm_90 or gfx950, the compiled kernel's launch path, a launcher that records)."""
+sm_90 or gfx950, the compiled kernel's launch path, a launcher that records).
+
+Also here: a call under CUDA graph capture that cannot be captured (a plan's first call,
+a route that reads on the host) raises GraphCaptureError saying what to do, and no
+fallback serves past it. The capture itself is tests/test_graph_capture.py's, on a GPU."""
 import json
 import subprocess
 import sys
@@ -350,3 +354,115 @@ def test_the_compiled_kernel_gets_what_the_jit_gave_it_and_a_moved_kv_buffer(tar
             assert pair["same_grid"] and pair["same_count"] and pair["out_at"], (label, pair)
             assert pair["differ"] == pair["out_at"], (label, pair)
         assert found["read_at"] == ["moved"], (label, found)
+
+# ---------------------------------------------------------------- under CUDA graph capture
+# How CUDA, HIP and Triton's launcher word a host read or synchronization during a capture
+# (the stand-ins' errors): torch's carries "CUDA error", which _is_device_fault also knows;
+# Triton's does not.
+CAPTURE_FAILURES = {"torch": "CUDA error: operation not permitted when stream is capturing",
+                    "hip": "HIP error: operation not permitted when stream is capturing",
+                    "triton": "Triton Error [CUDA]: operation not permitted when stream is capturing",
+                    "invalidated": "CUDA error: operation failed due to a previous error during capture"}
+
+
+class StandInRunner:
+    """A plan's runner that raises `error` on every call, or serves zeros."""
+
+    def __init__(self, label: str, error: Exception | None = None):
+        self.label, self.error, self.calls = label, error, 0
+        self.kv_format, self.form, self.bound = "fp8", "stand-in", sub.FORMAT_ERROR_BOUNDS["fp8"]
+
+    def __call__(self, q, kv_data, qo_indptr, kv_indptr):
+        self.calls += 1
+        if self.error is not None:
+            raise self.error
+        return torch.zeros((q.shape[0], 16, 512), dtype=torch.bfloat16)
+
+
+def _planned(data, runners: list, check_indptr: bool = False) -> sub.Plan:
+    plan = sub.Plan(sub.CallShape.of(data), runners, [])
+    plan.check_indptr_each_call = check_indptr
+    sub._PLANS[sub.plan_key(data)] = plan
+    return plan
+
+
+@pytest.mark.parametrize("wording", list(CAPTURE_FAILURES))
+def test_a_first_call_under_capture_says_to_call_the_shape_once_before_capturing(monkeypatch, wording):
+    data = reference.generate_input(2, 1, 64, 1, device="cpu")
+
+    def host_read(*_):  # the plan's read of kv_indptr on the host, under capture
+        raise RuntimeError(CAPTURE_FAILURES[wording])
+    monkeypatch.setattr(sub.CallShape, "of", host_read)
+    with pytest.raises(sub.GraphCaptureError, match=r"first call of a shape \(batch 2, kv_seq_len 64\).*"
+                                                    r"Call custom_kernel once on an input of this shape before "
+                                                    r"capturing") as raised:
+        sub.custom_kernel(data)
+    assert str(raised.value.__cause__) == CAPTURE_FAILURES[wording] and not sub._PLANS
+    monkeypatch.undo()
+    assert sub.custom_kernel(data).shape == (2, 16, 512)  # called outside a capture, it plans and serves
+
+
+def test_a_first_call_that_fails_otherwise_raises_its_own_error(monkeypatch):
+    data = reference.generate_input(2, 1, 64, 1, device="cpu")
+
+    def refused(*_):
+        raise ValueError("a refused input")
+    monkeypatch.setattr(sub.CallShape, "of", refused)
+    with pytest.raises(ValueError, match="a refused input"):
+        sub.custom_kernel(data)
+
+
+@pytest.mark.parametrize("wording", list(CAPTURE_FAILURES))
+def test_a_runner_failing_under_capture_is_reported_and_no_fallback_serves(wording):
+    data = reference.generate_input(2, 1, 64, 1, device="cpu")
+    failing = StandInRunner("torch[bf16]", RuntimeError(CAPTURE_FAILURES[wording]))
+    fallback = StandInRunner("triton_fp8[form=f16]")
+    plan = _planned(data, [failing, fallback])
+    with pytest.raises(sub.GraphCaptureError, match=r"cannot be captured in a CUDA graph with torch\[bf16\] serving "
+                                                    r"batch=2 .*The torch route reads the indptrs on the host"):
+        sub.custom_kernel(data)
+    assert plan.runners == [failing, fallback] and plan.run is failing and fallback.calls == 0
+
+
+def test_an_ordinary_error_still_falls_back():
+    data = reference.generate_input(2, 1, 64, 1, device="cpu")
+    failing, fallback = StandInRunner("first", ValueError("a launch refused")), StandInRunner("second")
+    plan = _planned(data, [failing, fallback])
+    assert sub.custom_kernel(data).shape == (2, 16, 512)
+    assert plan.runners == [fallback] and fallback.calls == 1
+
+
+@pytest.mark.parametrize("wording", list(CAPTURE_FAILURES))
+def test_fall_back_reraises_a_capture_failure_and_keeps_its_runners(wording):
+    data = reference.generate_input(2, 1, 64, 1, device="cpu")
+    runners = [StandInRunner("first"), StandInRunner("second")]
+    plan = sub.Plan(sub.CallShape.of(data), list(runners), [])
+    error = RuntimeError(CAPTURE_FAILURES[wording])
+    with pytest.raises(RuntimeError) as raised:
+        plan.fall_back(error)
+    assert raised.value is error and plan.runners == runners and plan.run is runners[0]
+
+
+def test_the_autopick_stops_at_a_capture_failure_instead_of_skipping_the_candidate():
+    data = reference.generate_input(2, 1, 64, 1, device="cpu")
+    shape = sub.CallShape.of(data)
+    error = RuntimeError(CAPTURE_FAILURES["triton"])
+    capturing = sub.Candidate("triton_fp8", "stand-in", "capturing", lambda data: StandInRunner("capturing", error))
+    serving = sub.Candidate("torch", "bf16", "torch[bf16]", lambda data: sub.TorchRunner(shape, "bf16"))
+    with pytest.raises(RuntimeError) as raised:
+        sub.autopick(data, shape, [capturing, serving])
+    assert raised.value is error
+    runners, report = sub.autopick(data, shape, [sub.Candidate(
+        "triton_fp8", "stand-in", "refusing", lambda data: StandInRunner("refusing", ValueError("no"))), serving])
+    assert [runner.label for runner in runners] == ["torch[bf16]"] and "refusing: RAISED ValueError" in report
+
+
+def test_the_per_call_indptr_check_under_capture_says_to_unset_it(monkeypatch):
+    data = reference.generate_input(2, 1, 64, 1, device="cpu")
+    _planned(data, [StandInRunner("served")], check_indptr=True)
+
+    def host_read(*_):
+        raise RuntimeError(CAPTURE_FAILURES["torch"])
+    monkeypatch.setattr(sub, "validate_indptr_values", host_read)
+    with pytest.raises(sub.GraphCaptureError, match="MLA_CHECK_INDPTR=1: it reads the indptrs on the host"):
+        sub.custom_kernel(data)

@@ -91,6 +91,11 @@ _MUTANTS = (
            "the first call's",
            (Edit("    return tuple([(t.data_ptr(), t.shape, t.stride()) for t in tensors])",
                  "    return tuple([(t.data_ptr(), t.shape) for t in tensors])"),)),
+    Mutant("fallback_past_a_capture_failure",
+           "Plan.fall_back serving the next runner after a capture failure that is not worded as a device fault "
+           "(Triton's launcher's; tests/test_host_launches.py)",
+           (Edit("        if _never_hidden(error) or len(self.runners) < 2:",
+                 "        if _is_device_fault(error) or len(self.runners) < 2:"),)),
 
     # ---- memory safety: the interpreter's address check and the GPU's fences
     # (tests/test_memory_safety_interpreter.py, tests/test_memory_safety_gpu.py) ----
