@@ -3586,7 +3586,9 @@ class BoundLaunches:
 
     def __init__(self):
         self.key = None
-        self._launches = []  # (call, the compiled kernel's launcher or None, arguments, slots)
+        # per launch: (its KernelCall's kernel, grid and options with no arguments, the compiled
+        # kernel's launcher or None, the arguments in parameter order, the call's tensors' slots)
+        self._launches = []
 
     def run(self, key, tensors: tuple, build: Callable) -> None:
         """Launches, on the call's `tensors`, the KernelCalls that build() makes of them, built
@@ -3615,7 +3617,8 @@ class BoundLaunches:
             for position, _ in slots:
                 arguments[position] = None
             grid = tuple(call.grid) + (1,) * (3 - len(call.grid))  # the compiled kernel's launcher takes 3
-            launches.append((call, None if compiled is None else compiled[grid], arguments, slots))
+            launches.append((dataclasses.replace(call, arguments={}), None if compiled is None else compiled[grid],
+                             arguments, slots))
         self._launches, self.key = launches, key
 
 

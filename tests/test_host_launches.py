@@ -11,6 +11,7 @@ sm_90 or gfx950, the compiled kernel's launch path, a launcher that records).
 Also here: a call under CUDA graph capture that cannot be captured (a plan's first call,
 a route that reads on the host) raises GraphCaptureError saying what to do, and no
 fallback serves past it. The capture itself is tests/test_graph_capture.py's, on a GPU."""
+import dataclasses
 import json
 import subprocess
 import sys
@@ -186,10 +187,23 @@ def test_under_the_interpreter_every_call_launches_through_the_jit_with_its_own_
     assert all(arguments["q_ptr"] is data[0] for arguments in log[::2])
 
 
-def test_the_launches_keep_no_tensor_of_the_call_between_calls(launches):
-    data, runner = _runner("fp8", "f16", two_launches=True)
+def _held(value) -> list:
+    """Every object `value` holds through tuples, lists, dicts and dataclasses' fields."""
+    if isinstance(value, (tuple, list)):
+        return [value] + [held for each in value for held in _held(each)]
+    if isinstance(value, dict):
+        return [value] + [held for each in value.values() for held in _held(each)]
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return [value] + [held for field in dataclasses.fields(value) for held in _held(getattr(value, field.name))]
+    return [value]
+
+
+@pytest.mark.parametrize("two_launches", [False, True])
+def test_the_launches_keep_no_tensor_of_the_call_between_calls(launches, two_launches):
+    data, runner = _runner("fp8", "f16", two_launches=two_launches)
     out = runner(*data[:4])
-    held = [value for _, _, arguments, _ in runner.launches._launches for value in arguments]
+    held = _held(runner.launches.__dict__)
+    assert any(value is runner.scratch.part_lse for value in held)  # the search reaches the tensors held
     call_tensors = [data[0], data[1]["fp8"][0], data[1]["fp8"][1], data[2], data[3], out]
     assert not any(value is tensor for value in held for tensor in call_tensors)
 
