@@ -3502,7 +3502,7 @@ def _check_launch_here(device, launch, form: KernelForm) -> None:
 def decode_arguments(kv_format: str, launch, q, kv, kv_scale, sm_scale: float, scratch) -> tuple:
     """(The decode kernel's arguments after the call's tensors, the combine kernel's or None
     with one split or the in-kernel combine), by name: all fixed by the shapes and strides
-    a plan is keyed on, so a runner builds them on its first call."""
+    a plan is keyed on, so a runner builds them with its launches (BoundLaunches)."""
     form = form_of_launch(kv_format, launch)
     _check_launch_here(q.device, launch, form)
     if form.gluon_arch and launch.block_n != form.tiles[0].block_n:  # its layouts are written for its tile
@@ -3539,8 +3539,10 @@ class KernelCall:
         """The arguments in the kernel's parameter order (what a compiler or an emulator binds)."""
         return tuple(self.arguments[name] for name in self.kernel.arg_names)
 
-    def launch(self) -> None:
-        self.kernel[self.grid](**self.arguments, **self.options)
+    def launch(self):
+        """Launches through Triton's JIT (which compiles on first sight); returns what the JIT
+        returns: the compiled kernel it launched (None under the interpreter)."""
+        return self.kernel[self.grid](**self.arguments, **self.options)
 
 
 def decode_calls(kv_format: str, launch, arguments: tuple, q, kv, kv_scale, qo_indptr, kv_indptr,
@@ -3562,6 +3564,64 @@ def decode_calls(kv_format: str, launch, arguments: tuple, q, kv, kv_scale, qo_i
         calls.append(KernelCall(_combine_splits_kernel, _combine_grid(batch, launch.num_splits),
                                 dict(qo_indptr_ptr=qo_indptr, out_ptr=out, **combine), dict(num_warps=4, num_stages=1)))
     return calls
+
+
+def tensor_layouts(*tensors) -> tuple:
+    """What a runner's bound launches depend on in a call's tensors (BoundLaunches): each one's
+    address, shape and strides. The host reads nothing else of them."""
+    return tuple([(t.data_ptr(), t.shape, t.stride()) for t in tensors])
+
+
+class BoundLaunches:
+    """A runner's launches, built on one call and launched again, their arguments as built, on
+    every later call whose key is the same: the addresses, shapes and strides of the tensors
+    they were built on (tensor_layouts) and whatever else the arguments were derived from.
+    Another key builds them anew. The first launch of each goes through Triton's JIT, which
+    binds and specializes every argument (16-byte alignment, the integer values), compiles or
+    finds the kernel and returns it; the later ones go to that compiled kernel
+    (`compiled[grid](*args)`, every argument in the kernel's parameter order, as the JIT hands
+    them to it), which is the kernel the JIT would pick again for the same key. Under the
+    interpreter the JIT returns none, and every launch goes through it.
+    The call's own tensors (`tensors`) are put into the arguments at every launch, so the
+    launches keep none of them between calls; what was built from them (the Hopper forms' TMA
+    descriptors) they keep, until the key changes."""
+
+    def __init__(self):
+        self.key = None
+        # per launch: (its KernelCall's kernel, grid and options with no arguments, the compiled
+        # kernel's launcher or None, the arguments in parameter order, the call's tensors' slots)
+        self._launches = []
+
+    def run(self, key, tensors: tuple, build: Callable) -> None:
+        """Launches, on the call's `tensors`, the KernelCalls that build() makes of them, built
+        anew where `key` differs from the last call's."""
+        if key != self.key:
+            self._bind(key, tensors, build())
+            return
+        for call, launcher, arguments, slots in self._launches:
+            arguments = arguments.copy()
+            for position, index in slots:
+                arguments[position] = tensors[index]
+            if launcher is None:
+                dataclasses.replace(call, arguments=dict(zip(call.kernel.arg_names, arguments))).launch()
+            else:
+                launcher(*arguments)
+
+    def _bind(self, key, tensors: tuple, calls: list) -> None:
+        self.key, self._launches = None, []  # until every launch has gone through
+        which = {id(tensor): index for index, tensor in reversed(list(enumerate(tensors)))}
+        launches = []
+        for call in calls:
+            compiled = call.launch()
+            arguments = list(call.args)
+            slots = tuple((position, which[id(value)]) for position, value in enumerate(arguments)
+                          if id(value) in which)
+            for position, _ in slots:
+                arguments[position] = None
+            grid = tuple(call.grid) + (1,) * (3 - len(call.grid))  # the compiled kernel's launcher takes 3
+            launches.append((dataclasses.replace(call, arguments={}), None if compiled is None else compiled[grid],
+                             arguments, slots))
+        self._launches, self.key = launches, key
 
 
 def zeros_over_an_empty_buffer(kv_format: str, launch, kv, out) -> bool:
@@ -3784,6 +3844,15 @@ def _new_output(q) -> torch.Tensor:
     return torch.empty((q.shape[0], NUM_HEADS, V_HEAD_DIM), dtype=torch.bfloat16, device=q.device)
 
 
+def _contiguous_q_buffer(shape: CallShape) -> torch.Tensor | None:
+    """Where a runner whose kernels read Q contiguous copies a plan's Q that is not (None where it
+    is): held by the runner and written by every call before it is read, so a call allocates no
+    Q and keeps its launches (BoundLaunches) at one address."""
+    if shape.q_contiguous:
+        return None
+    return torch.empty((shape.total_q, NUM_HEADS, QK_HEAD_DIM), dtype=torch.bfloat16, device=shape.device)
+
+
 # -------------------------------------------------------------------------------------
 # 3.3 Routes: each offers candidates for a call's shape; ROUTES lists them
 # Every route has the same interface:
@@ -3921,7 +3990,7 @@ class KernelRunner:
         self.bound = form.bound
         self.sm_scale = shape.sm_scale
         self.batch = shape.batch
-        self.needs_contiguous_q = not shape.q_contiguous
+        self.q_copy = _contiguous_q_buffer(shape)
         self.scratch = make_split_scratch(shape.batch, launch, shape.device)
         if scratch is not None:
             for field in dataclasses.fields(SplitScratch):  # the kernels index them as made
@@ -3930,13 +3999,13 @@ class KernelRunner:
                 _require(given.is_contiguous() and given.device == made.device, ValueError,
                          f"scratch.{field.name}: must be contiguous on {made.device}")
             self.scratch = scratch
-        self.arguments = None  # the kernels' plan-constant arguments (decode_arguments), from the first call
+        self.launches = BoundLaunches()  # built on the first call, again where the tensors move
         self.label = launch_label(kv_format, launch)
 
     def __call__(self, q, kv_data, qo_indptr, kv_indptr, out=None):
         """out: the (total_q, 16, 512) bf16 tensor to write (a new one when None)."""
-        if self.needs_contiguous_q:
-            q = q.contiguous()
+        if self.q_copy is not None:
+            q = self.q_copy.copy_(q)
         if out is None:
             out = _new_output(q)
         else:
@@ -3945,13 +4014,15 @@ class KernelRunner:
         kv, kv_scale = kv_operands(kv_data, self.kv_format, self.launch)
         if zeros_over_an_empty_buffer(self.kv_format, self.launch, kv, out):
             return out
-        if self.arguments is None:
-            self.arguments = decode_arguments(self.kv_format, self.launch, q, kv, kv_scale, self.sm_scale,
-                                              self.scratch)
-        for call in decode_calls(self.kv_format, self.launch, self.arguments, q, kv, kv_scale, qo_indptr,
-                                 kv_indptr, out):
-            call.launch()
+        tensors = (q, kv, kv_scale, qo_indptr, kv_indptr, out)
+        # out is new every call: only its alignment, which the JIT specializes on, is keyed
+        key = tensor_layouts(q, kv, kv_scale, qo_indptr, kv_indptr), out.data_ptr() % 16
+        self.launches.run(key, tensors, lambda: self._calls(*tensors))
         return out
+
+    def _calls(self, q, kv, kv_scale, qo_indptr, kv_indptr, out) -> list[KernelCall]:
+        arguments = decode_arguments(self.kv_format, self.launch, q, kv, kv_scale, self.sm_scale, self.scratch)
+        return decode_calls(self.kv_format, self.launch, arguments, q, kv, kv_scale, qo_indptr, kv_indptr, out)
 
 
 def _kernels_run_here(device: torch.device) -> bool:
@@ -4192,7 +4263,7 @@ class AiterRunner:
         self.q_seq_len = shape.q_seq_len
         self.batch = shape.batch
         self.total_kv = shape.total_kv
-        self.needs_contiguous_q = not shape.q_contiguous  # aiter: "only support Q.is_contiguous()"
+        self.q_copy = _contiguous_q_buffer(shape)  # aiter: "only support Q.is_contiguous()"
         self.label = aiter_label(q_in_fp8, num_kv_splits, self.metadata)
         device = q.device
         self.launches_triton = device.type == "cuda" or _INTERPRETED  # else torch operations (CPU)
@@ -4215,6 +4286,7 @@ class AiterRunner:
             torch.empty(size, dtype=dtype, device=device) for size, dtype in info]
         # The kv_indptr and last-page lengths that aiter's metadata build and decode read.
         self.aiter_kv_indptr, self.kv_last_page_len = self._aiter_lengths()
+        self.guard_launches = BoundLaunches()  # the quantizer's and the guard's (launches_triton)
 
     def _build_metadata(self, qo_indptr) -> None:
         aiter_ops.get_mla_metadata_v1(
@@ -4237,8 +4309,8 @@ class AiterRunner:
             _quantize_q_fp8_torch(q, scratch)
             scratch.scale.masked_fill_(self._refused_torch(kv_indptr), float("nan"))
             return scratch.q_fp8, scratch.scale
-        for call in q_fp8_guarded_calls(q, scratch, self, self._guard_arguments(kv_indptr)):
-            call.launch()
+        self.guard_launches.run(tensor_layouts(q, kv_indptr), (q, kv_indptr), lambda: q_fp8_guarded_calls(
+            q, scratch, self, self._guard_arguments(kv_indptr)))
         return scratch.q_fp8, scratch.scale
 
     def _guard_kv_scale(self, kv_indptr, kv_scale):
@@ -4246,13 +4318,14 @@ class AiterRunner:
         if not self.launches_triton:
             self.checked_kv_scale.copy_(kv_scale.masked_fill(self._refused_torch(kv_indptr), float("nan")))
             return self.checked_kv_scale
-        kv_scale_guard_call(kv_scale, self.checked_kv_scale, self, self._guard_arguments(kv_indptr)).launch()
+        self.guard_launches.run(tensor_layouts(kv_scale, kv_indptr), (kv_scale, kv_indptr), lambda: [
+            kv_scale_guard_call(kv_scale, self.checked_kv_scale, self, self._guard_arguments(kv_indptr))])
         return self.checked_kv_scale
 
     def __call__(self, q, kv_data, qo_indptr, kv_indptr):
         kv_buffer, kv_scale = kv_data["fp8"]
-        if self.needs_contiguous_q:  # aiter and the quantizer read Q contiguous
-            q = q.contiguous()
+        if self.q_copy is not None:  # aiter and the quantizer read Q contiguous
+            q = self.q_copy.copy_(q)
         if self.q_in_fp8:
             q_in, q_scale = self._quantize_q_and_guard(q, kv_indptr)
         else:
@@ -4483,7 +4556,7 @@ class Verifier:
         try:
             q_fp8, q_scale = quantize_q_fp8_into(q.contiguous(), scratch)
         except Exception as error:  # a Triton that cannot compile or launch the quantizer here
-            if _is_device_fault(error):
+            if _never_hidden(error):
                 raise
             _say_once("a8w8 yardstick", f"the a8w8 yardstick's Triton Q quantizer raised {type(error).__name__}: "
                       f"{error}; the yardstick uses torch math")
@@ -4590,6 +4663,29 @@ def _is_device_fault(error: BaseException) -> bool:
         "CUDA error" in str(error) or "HIP error" in str(error)
 
 
+class GraphCaptureError(RuntimeError):
+    """custom_kernel was called while a CUDA graph was being captured, and the call cannot be
+    captured; the message says what to do instead."""
+
+
+_CAPTURE_WORDS = re.compile(r"capturing|captured|during capture|capture sequence", re.IGNORECASE)
+
+
+def _is_capture_failure(error: BaseException) -> bool:
+    # CUDA's and HIP's refusal of work a graph capture cannot hold (a read on the host, a
+    # synchronization), as torch and Triton's launchers word it ("operation not permitted when
+    # ... is capturing", "... due to a previous error during capture", "... uncaptured work
+    # ..."), or this file's own.
+    return isinstance(error, GraphCaptureError) or bool(_CAPTURE_WORDS.search(str(error)))
+
+
+def _never_hidden(error: BaseException) -> bool:
+    """Errors that no other route may serve past: a device fault poisons the context, and a
+    capture failure has invalidated the graph being captured (another route's work would go
+    into it, or fail the same way)."""
+    return _is_device_fault(error) or _is_capture_failure(error)
+
+
 _REPORTED_FAILURES: set = set()
 
 
@@ -4619,7 +4715,7 @@ def autopick(data, shape: CallShape, candidates) -> tuple[list, list[str]]:
                 continue
             elapsed = time_call_us(runner, data[:4], clock)
         except Exception as error:
-            if _is_device_fault(error):
+            if _never_hidden(error):
                 raise
             label = runner.label if runner is not None else candidate.route
             _report_once(label, error)
@@ -4650,8 +4746,9 @@ class Plan:
         return self.run.label
 
     def fall_back(self, error: BaseException):
-        """Drops the runner that raised; the next verified one takes over."""
-        if _is_device_fault(error) or len(self.runners) < 2:
+        """Drops the runner that raised; the next verified one takes over (never past a device
+        fault or a capture failure: _never_hidden)."""
+        if _never_hidden(error) or len(self.runners) < 2:
             raise error
         failed = self.runners.pop(0)
         _report_once(failed.label, error)
@@ -4749,7 +4846,18 @@ def _plan_for(data) -> Plan:
         raise
     plan = _PLANS.get(key)
     if plan is None:
-        plan = build_plan(data)
+        try:
+            plan = build_plan(data)
+        except Exception as error:
+            if _is_capture_failure(error):
+                config = data[4]
+                raise GraphCaptureError(
+                    f"custom_kernel cannot be captured in a CUDA graph on the first call of a shape (batch "
+                    f"{config['batch_size']}, kv_seq_len {config['kv_seq_len']}): that call reads kv_indptr on the "
+                    "host and runs the autopick, which compiles, times and synchronizes. Call custom_kernel once "
+                    "on an input of this shape before capturing (docs/commands.md: capturing the call in a CUDA "
+                    "graph)") from error
+            raise
         _PLANS[key] = plan
         if len(_PLANS) > PLAN_CACHE_SIZE:
             _PLANS.popitem(last=False)
@@ -4762,13 +4870,31 @@ def custom_kernel(data):
     plan = _plan_for(data)
     q, kv_data, qo_indptr, kv_indptr, _ = data
     if plan.check_indptr_each_call:
-        validate_indptr_values(qo_indptr, kv_indptr, plan.shape.total_q, plan.shape.total_kv,
-                               plan.shape.q_seq_len)
+        try:
+            validate_indptr_values(qo_indptr, kv_indptr, plan.shape.total_q, plan.shape.total_kv,
+                                   plan.shape.q_seq_len)
+        except Exception as error:
+            if _is_capture_failure(error):
+                raise GraphCaptureError("custom_kernel cannot be captured in a CUDA graph with MLA_CHECK_INDPTR=1: "
+                                        "it reads the indptrs on the host every call; unset it to capture") from error
+            raise
     while True:
         try:
             return plan.run(q, kv_data, qo_indptr, kv_indptr)
         except Exception as error:
+            if _is_capture_failure(error):
+                raise _capture_refused(plan, error) from error
             plan.fall_back(error)
+
+
+def _capture_refused(plan: Plan, error: BaseException) -> GraphCaptureError:
+    # A plan's runner failed under capture: it reads on the host (the torch route reads the
+    # indptrs every call), or its launch did something a capture cannot hold.
+    return GraphCaptureError(
+        f"custom_kernel cannot be captured in a CUDA graph with {plan.label} serving {plan.shape.describe()}: "
+        f"{type(error).__name__}: {error}. The torch route reads the indptrs on the host every call and cannot be "
+        "captured; the kernel and aiter routes can, after a call on the same input tensors outside the graph "
+        "(docs/commands.md: capturing the call in a CUDA graph)")
 
 
 def describe_route(data) -> str:

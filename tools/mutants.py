@@ -58,11 +58,13 @@ _MUTANTS = (
            (Edit("        return self._attend_into(_new_output(q), q, kv_data, qo_indptr, kv_indptr)\n",
                  "        return self._attend_into(_new_output(q), q, kv_data, qo_indptr, kv_indptr).mul_(0.9)\n"),)),
     Mutant("triton_route_x0.9", "every output of every Triton form scaled by 0.9",
-           (Edit("            call.launch()\n        return out\n",
-                 "            call.launch()\n        return out.mul_(0.9)\n"),)),
+           (Edit("        self.launches.run(key, tensors, lambda: self._calls(*tensors))\n        return out\n",
+                 "        self.launches.run(key, tensors, lambda: self._calls(*tensors))\n"
+                 "        return out.mul_(0.9)\n"),)),
     Mutant("e4m3_waves_x0.9", "only the fp8 e4m3_waves form scaled by 0.9: within that form's verifier bound (0.11)",
-           (Edit("            call.launch()\n        return out\n",
-                 "            call.launch()\n        return out.mul_(0.9) if self.form == 'e4m3_waves' else out\n"),)),
+           (Edit("        self.launches.run(key, tensors, lambda: self._calls(*tensors))\n        return out\n",
+                 "        self.launches.run(key, tensors, lambda: self._calls(*tensors))\n"
+                 "        return out.mul_(0.9) if self.form == 'e4m3_waves' else out\n"),)),
     Mutant("a16w8_x0.9", "aiter's a16w8 form scaled by 0.9: within the fp8 format's bound (0.11) it is judged by",
            (Edit("            reduce_final_map=self.reduce_final_map, reduce_partial_map=self.reduce_partial_map)\n"
                  "        return out\n",
@@ -77,6 +79,23 @@ _MUTANTS = (
     Mutant("fallback_loosened", "an unmeasured form judged by the loosest bound of all instead of its format's",
            (Edit('    return FORMAT_ERROR_BOUNDS[kv_format], f"{kv_format} format bound',
                  '    return ErrorBound(1.0, 10.0), f"{kv_format} format bound'),)),
+
+    # ---- the launches a runner builds once and launches again (tests/test_host_launches.py) ----
+    Mutant("launches_kept_for_moved_tensors",
+           "a runner's launches built on its first call and launched again whatever the later calls' tensors: a "
+           "KV buffer at another address read through the first call's TMA descriptors (or pointer)",
+           (Edit("        if key != self.key:\n            self._bind(",
+                 "        if self.key is None:\n            self._bind("),)),
+    Mutant("strides_left_out_of_the_launch_key",
+           "the launches' key without the tensors' strides: Q at the same address with other strides read with "
+           "the first call's",
+           (Edit("    return tuple([(t.data_ptr(), t.shape, t.stride()) for t in tensors])",
+                 "    return tuple([(t.data_ptr(), t.shape) for t in tensors])"),)),
+    Mutant("fallback_past_a_capture_failure",
+           "Plan.fall_back serving the next runner after a capture failure that is not worded as a device fault "
+           "(Triton's launcher's; tests/test_host_launches.py)",
+           (Edit("        if _never_hidden(error) or len(self.runners) < 2:",
+                 "        if _is_device_fault(error) or len(self.runners) < 2:"),)),
 
     # ---- memory safety: the interpreter's address check and the GPU's fences
     # (tests/test_memory_safety_interpreter.py, tests/test_memory_safety_gpu.py) ----
