@@ -95,6 +95,23 @@ def test_wrong_and_raising_routes_lose_to_a_slower_correct_one(monkeypatch, caps
     assert capsys.readouterr().err.count("route raises raised RuntimeError") == 1
 
 
+def test_a_route_right_on_its_first_call_alone_is_rejected(monkeypatch):
+    """What serves is what was verified: a candidate whose later calls (launched as every
+    later call of a plan is) go wrong is rejected, though its first call was right."""
+    calls = []
+
+    def right_once(q, *args):
+        calls.append(1)
+        return exact(q, *args) if len(calls) == 1 else wrong_but_fast(q)
+
+    use_routes(monkeypatch, FakeRoute("right_once", right_once), FakeRoute("slow_exact", slow_exact))
+    data = small_input()
+    submission.custom_kernel(data)
+    assert submission.describe_route(data) == "slow_exact"
+    verdict = dict(line.split(": ", 1) for line in submission._plan_for(data).report)["right_once"]
+    assert verdict.startswith("REJECTED (a call after its first:"), verdict
+
+
 def test_fastest_passing_route_wins(monkeypatch):
     use_routes(monkeypatch, FakeRoute("slow_exact", slow_exact), FakeRoute("exact", exact))
     data = small_input()
@@ -151,7 +168,7 @@ def test_route_that_faults_mid_run_falls_back_once(monkeypatch, capsys):
 
     def flaky(*args):
         calls["n"] += 1
-        if calls["n"] > 1 + submission.AUTOPICK_WARMUP + submission.AUTOPICK_REPEATS + 2:
+        if calls["n"] > 2 + submission.AUTOPICK_WARMUP + submission.AUTOPICK_REPEATS + 2:  # verified twice
             raise RuntimeError("flaky route gave up")
         return exact(*args)
 
@@ -170,7 +187,7 @@ def test_device_faults_are_not_swallowed(monkeypatch):
 
     def faulting(*args):
         calls["n"] += 1
-        verify_and_time = 1 + submission.AUTOPICK_WARMUP + submission.AUTOPICK_REPEATS
+        verify_and_time = 2 + submission.AUTOPICK_WARMUP + submission.AUTOPICK_REPEATS  # verified twice
         if calls["n"] > verify_and_time + 1:  # the first real call succeeds, the second faults
             raise RuntimeError("CUDA error: an illegal memory access was encountered")
         return exact(*args)

@@ -54,7 +54,7 @@ def label(kind: str, splits: int, metadata: str) -> str:
 
 
 LABELS = {label(*candidate) for candidate in CANDIDATES}
-CALLS_PER_CANDIDATE_AT_PLAN_TIME = 1 + submission.AUTOPICK_WARMUP + submission.AUTOPICK_REPEATS
+CALLS_PER_CANDIDATE_AT_PLAN_TIME = 2 + submission.AUTOPICK_WARMUP + submission.AUTOPICK_REPEATS  # verified twice
 # The CPU fake is slower than the CPU torch route; on the GPU it is the other way round.
 # Routing tests slow the torch route down so that an aiter candidate can win.
 TORCH_DELAY_S = 0.06
