@@ -1353,8 +1353,9 @@ def _gluon_store_rows(ptr, row, stride_tok, stride_head, o):
 
 @gluon_jit
 def _gluon_combine_splits_in_program(part_o_ptr, part_lse_ptr, b, num_splits, layout: gl.constexpr):
-    # The merge of _combine_splits_in_program: one program, all heads and columns, a
-    # split at a time; .cg loads bypass L1 (other CUs wrote the partials).
+    # The loop merge (KernelForm.merge "loop", the Hopper forms'): one program, all heads
+    # and columns, a split at a time, each split's loads waited for before the next's;
+    # .cg loads bypass L1 (other CUs wrote the partials).
     heads = gl.arange(0, _TL_HEADS, layout=gl.SliceLayout(1, layout))
     cols = gl.arange(0, _TL_NOPE, layout=gl.SliceLayout(0, layout))
     lse_base = part_lse_ptr + b.to(gl.int64) * num_splits * _TL_HEADS + heads
@@ -1371,6 +1372,80 @@ def _gluon_combine_splits_in_program(part_o_ptr, part_lse_ptr, b, num_splits, la
         acc += gl.expand_dims(w, 1) * gl.load(o_base + s * _TL_HEADS * _TL_NOPE, cache_modifier=".cg")
         w_sum += w
     return acc / gl.expand_dims(gl.where(w_sum > 0, w_sum, 1.0), 1)
+
+
+@gluon_constexpr_function
+def _gluon_merge_layout(ROWS, SPLITS):
+    # [SPLITS, 16, columns] over the threads of ROWS (a [16, 512] layout of the program's
+    # threads), for the parallel merge: 4 columns a thread (16-byte loads), the heads over
+    # the warps, up to 16 splits in a thread's registers and the rest over its lanes (a
+    # reduction over the splits is then adds in registers and a few lane exchanges).
+    lanes = ROWS.threads_per_warp[0] * ROWS.threads_per_warp[1]
+    warps = ROWS.warps_per_cta[0] * ROWS.warps_per_cta[1]
+    in_thread = min(SPLITS, 16)
+    head_lanes = 16 // warps
+    split_lanes = SPLITS // in_thread
+    return gl.BlockedLayout([in_thread, 1, 4], [split_lanes, head_lanes, lanes // (split_lanes * head_lanes)],
+                            [1, warps, 1], [2, 1, 0])
+
+
+@gluon_constexpr_function
+def _gluon_merge_columns(ROWS, SPLITS):
+    # Output columns a chunk of the parallel merge covers: a thread holds 64 partial values
+    # of a chunk (SPLITS x 16 x columns over the program's threads), whatever SPLITS.
+    threads = (ROWS.threads_per_warp[0] * ROWS.threads_per_warp[1] * ROWS.warps_per_cta[0]
+               * ROWS.warps_per_cta[1])
+    return min(V_HEAD_DIM, 64 * threads // (16 * SPLITS))
+
+
+@gluon_jit
+def _gluon_load_partials(base, offsets, mask, other, ARCH: gl.constexpr):
+    # Partials at base + offsets (32-bit), other where mask is false; .cg: past L1, which
+    # holds nothing another CU wrote. On gfx950 a buffer load, whose masked lanes read
+    # nothing (their offset is out of the descriptor's range) and need no branch.
+    if ARCH == "cdna4":
+        return gl_cdna4.buffer_load(base, offsets, mask=mask, other=other, cache=".cg")
+    else:
+        return gl.load(base + offsets, mask=mask, other=other, cache_modifier=".cg")
+
+
+@gluon_jit
+def _gluon_merge_splits(part_o_ptr, part_lse_ptr, b, num_splits, recorded, out_ptr, q_row, stride_o_tok,
+                        stride_o_head, SPLITS: gl.constexpr, ROWS: gl.constexpr, ARCH: gl.constexpr):
+    # The parallel merge (KernelForm.merge "parallel") of sequence b's partials by all the
+    # program's threads into its output row: SPLITS >= num_splits (a power of two) is the
+    # splits' static extent, the splits past the count taken (recorded) or the launch's
+    # num_splits masked (lse -inf, weight 0), so every address stays in the scratch. Every
+    # split's lse is loaded at once, then the 512 columns in chunks, each chunk's partials
+    # of every split loaded at once, the next chunk's issued before this one is summed;
+    # weights and normalization by the rules (_merge_weight, _normalized).
+    CHUNK: gl.constexpr = _gluon_merge_layout(ROWS, SPLITS)
+    COLUMNS: gl.constexpr = _gluon_merge_columns(ROWS, SPLITS)
+    WEIGHTS: gl.constexpr = gl.SliceLayout(2, CHUNK)
+    OUT: gl.constexpr = gl.SliceLayout(0, CHUNK)
+    splits = gl.arange(0, SPLITS, layout=gl.SliceLayout(1, WEIGHTS))
+    heads = gl.arange(0, _TL_HEADS, layout=gl.SliceLayout(0, WEIGHTS))
+    used = gl.expand_dims(splits < gl.minimum(recorded, num_splits), 1)
+    # The sequence's partials from one base, at 32-bit offsets (64 splits x 16 x 512 < 2^31).
+    first_part = b.to(gl.int64) * num_splits
+    rows = gl.expand_dims(splits, 1) * _TL_HEADS + gl.expand_dims(heads, 0)
+    lse = _gluon_load_partials(part_lse_ptr + first_part * _TL_HEADS, rows, used, float("-inf"), ARCH)
+    o_base = part_o_ptr + first_part * (_TL_HEADS * _TL_NOPE)
+    o_offsets = gl.expand_dims(rows * _TL_NOPE, 2) + _gluon_axis(COLUMNS, 2, CHUNK)
+    o_used = gl.expand_dims(used, 2)
+    o = _gluon_load_partials(o_base, o_offsets, o_used, 0.0, ARCH)  # in flight with the lse
+    w = _merge_weight(lse, gl.expand_dims(gl.max(lse, 0), 0))
+    w_sum = gl.convert_layout(gl.sum(w, 0), gl.SliceLayout(1, OUT))
+    w = gl.expand_dims(w, 2)
+    out_heads = gl.arange(0, _TL_HEADS, layout=gl.SliceLayout(1, OUT))
+    out_cols = gl.arange(0, COLUMNS, layout=gl.SliceLayout(0, OUT))
+    out_base = (out_ptr + q_row.to(gl.int64) * stride_o_tok + gl.expand_dims(out_heads, 1) * stride_o_head
+                + gl.expand_dims(out_cols, 0))
+    for first in range(COLUMNS, _TL_NOPE, COLUMNS):
+        following = _gluon_load_partials(o_base, o_offsets + first, o_used, 0.0, ARCH)  # in flight meanwhile
+        gl.store(out_base + (first - COLUMNS), _normalized(gl.sum(o * w, 0), w_sum).to(out_ptr.dtype.element_ty))
+        o = following
+    gl.store(out_base + (_TL_NOPE - COLUMNS), _normalized(gl.sum(o * w, 0), w_sum).to(out_ptr.dtype.element_ty))
 
 
 @gluon_jit
@@ -1406,10 +1481,12 @@ def _gluon_depart(counters_ptr, b, num_splits, WAVE_FENCE_THREADS: gl.constexpr)
 @gluon_jit
 def _gluon_finish(acc, m_i, l_i, b, split, q_row, out_ptr, part_o_ptr, part_lse_ptr, counters_ptr,
                   num_splits, stride_o_tok, stride_o_head, SPLIT: gl.constexpr,
-                  COMBINE_IN_KERNEL: gl.constexpr, WAVE_FENCE_THREADS: gl.constexpr, COMBINE_LAYOUT: gl.constexpr):
+                  COMBINE_IN_KERNEL: gl.constexpr, WAVE_FENCE_THREADS: gl.constexpr, COMBINE_LAYOUT: gl.constexpr,
+                  MERGE_SPLITS: gl.constexpr, ARCH: gl.constexpr):
     # The merged state -> the output row (one split), or the split's normalized
     # partial and log2-sum-exp in the scratch layout _combine_splits_kernel reads, and
-    # with COMBINE_IN_KERNEL the merge by the last split to finish (as _mla_decode_kernel).
+    # with COMBINE_IN_KERNEL the merge by the last split to finish (as _mla_decode_kernel):
+    # the parallel merge over MERGE_SPLITS splits, or with MERGE_SPLITS 0 the loop merge.
     o = _normalized(acc, l_i)
     if SPLIT:
         part = b.to(gl.int64) * num_splits + split
@@ -1419,10 +1496,13 @@ def _gluon_finish(acc, m_i, l_i, b, split, q_row, out_ptr, part_o_ptr, part_lse_
         if COMBINE_IN_KERNEL:
             # The last program of the sequence to arrive merges (_arrive's protocol).
             if _gluon_arrive(counters_ptr, b, WAVE_FENCE_THREADS) == num_splits - 1:
-                merged = _gluon_combine_splits_in_program(
-                    part_o_ptr, part_lse_ptr, b, _gluon_depart(counters_ptr, b, num_splits, WAVE_FENCE_THREADS),
-                    COMBINE_LAYOUT)
-                _gluon_store_rows(out_ptr, q_row, stride_o_tok, stride_o_head, merged)
+                recorded = _gluon_depart(counters_ptr, b, num_splits, WAVE_FENCE_THREADS)
+                if MERGE_SPLITS:
+                    _gluon_merge_splits(part_o_ptr, part_lse_ptr, b, num_splits, recorded, out_ptr, q_row,
+                                        stride_o_tok, stride_o_head, MERGE_SPLITS, COMBINE_LAYOUT, ARCH)
+                else:
+                    merged = _gluon_combine_splits_in_program(part_o_ptr, part_lse_ptr, b, recorded, COMBINE_LAYOUT)
+                    _gluon_store_rows(out_ptr, q_row, stride_o_tok, stride_o_head, merged)
     else:
         _gluon_store_rows(out_ptr, q_row, stride_o_tok, stride_o_head, o)
 
@@ -2106,8 +2186,8 @@ def _mla_decode_gluon_kernel(
     qk_scale, total_q, kv_rows, num_splits,
     stride_q_tok, stride_q_head, stride_kv, stride_sr, stride_sc, stride_o_tok, stride_o_head,
     KV_FORMAT: gl.constexpr, FORM: gl.constexpr, SPLIT: gl.constexpr, COMBINE_IN_KERNEL: gl.constexpr,
-    WAVE_FENCE_THREADS: gl.constexpr, BLOCK_N: gl.constexpr, WAVE_GROUPS: gl.constexpr, STAGES: gl.constexpr,
-    ARCH: gl.constexpr,
+    WAVE_FENCE_THREADS: gl.constexpr, MERGE_SPLITS: gl.constexpr, BLOCK_N: gl.constexpr, WAVE_GROUPS: gl.constexpr,
+    STAGES: gl.constexpr, ARCH: gl.constexpr,
 ):
     # The Gluon twin of _mla_decode_kernel: the same runtime arguments, grid, bounds and
     # scratch layout; KV_FORMAT picks the fp8 or the MXFP4 form (each format has one Gluon
@@ -2130,7 +2210,8 @@ def _mla_decode_gluon_kernel(
             stride_sr, stride_sc, BLOCK_N, WAVE_GROUPS, STAGES, ARCH)
         acc, m, l = _gluon_mxfp4_output(acc0, acc1, acc2, acc3, m_i, l_i, GROUPS_ROWS)
     _gluon_finish(acc, m, l, b, split, q_row, out_ptr, part_o_ptr, part_lse_ptr, counters_ptr, num_splits,
-                  stride_o_tok, stride_o_head, SPLIT, COMBINE_IN_KERNEL, WAVE_FENCE_THREADS, ROWS)
+                  stride_o_tok, stride_o_head, SPLIT, COMBINE_IN_KERNEL, WAVE_FENCE_THREADS, ROWS, MERGE_SPLITS,
+                  ARCH)
 
 
 # -------------------------------------------------------------------------------------
@@ -2273,14 +2354,14 @@ def _hopper_issue_tile(nope_desc, rope_desc, row, bar, nope_dst, rope_dst):
 @gluon_jit
 def _hopper_finish(o, m_i, l_i, b, split, q_row, out_ptr, part_o_ptr, part_lse_ptr, counters_ptr, num_splits,
                    stride_o_tok, stride_o_head, SPLIT: gl.constexpr, COMBINE_IN_KERNEL: gl.constexpr,
-                   WAVE_FENCE_THREADS: gl.constexpr):
+                   WAVE_FENCE_THREADS: gl.constexpr, MERGE_SPLITS: gl.constexpr):
     # A Hopper program's state (o [16, 512] in feature order, m_i, l_i [16]) to the Gluon
     # forms' output path (_gluon_finish), in its layout for one warpgroup.
     ROWS: gl.constexpr = _gluon_rows_layout("ampere", 2)
     HEAD_ROWS: gl.constexpr = gl.SliceLayout(1, ROWS)
     _gluon_finish(gl.convert_layout(o, ROWS), gl.convert_layout(m_i, HEAD_ROWS), gl.convert_layout(l_i, HEAD_ROWS),
                   b, split, q_row, out_ptr, part_o_ptr, part_lse_ptr, counters_ptr, num_splits, stride_o_tok,
-                  stride_o_head, SPLIT, COMBINE_IN_KERNEL, WAVE_FENCE_THREADS, ROWS)
+                  stride_o_head, SPLIT, COMBINE_IN_KERNEL, WAVE_FENCE_THREADS, ROWS, MERGE_SPLITS, "hopper")
 
 
 @gluon_jit
@@ -2289,8 +2370,8 @@ def _hopper_fp8_kernel(
     part_o_ptr, part_lse_ptr, counters_ptr,
     qk_scale, total_q, kv_rows, num_splits,
     stride_q_tok, stride_q_head, stride_o_tok, stride_o_head,
-    SPLIT: gl.constexpr, COMBINE_IN_KERNEL: gl.constexpr, WAVE_FENCE_THREADS: gl.constexpr, BLOCK_N: gl.constexpr,
-    STAGES: gl.constexpr, SPLIT_OPERANDS: gl.constexpr,
+    SPLIT: gl.constexpr, COMBINE_IN_KERNEL: gl.constexpr, WAVE_FENCE_THREADS: gl.constexpr,
+    MERGE_SPLITS: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr, SPLIT_OPERANDS: gl.constexpr,
 ):
     gl.static_assert(BLOCK_N == 64)  # one warpgroup MMA's M: the layouts below are written for it
     MMA: gl.constexpr = _hopper_mma_layout(32)
@@ -2376,7 +2457,7 @@ def _hopper_fp8_kernel(
 
     _hopper_finish(_hopper_feature_order(acc * (kv_scale * 0.00390625)), m_i, l_i, b, split, q_row, out_ptr,
                    part_o_ptr, part_lse_ptr, counters_ptr, num_splits, stride_o_tok, stride_o_head, SPLIT,
-                   COMBINE_IN_KERNEL, WAVE_FENCE_THREADS)
+                   COMBINE_IN_KERNEL, WAVE_FENCE_THREADS, MERGE_SPLITS)
 
 
 # ---- MXFP4 ----
@@ -2535,8 +2616,8 @@ def _hopper_mxfp4_kernel(
     part_o_ptr, part_lse_ptr, counters_ptr,
     qk_scale, total_q, kv_rows, num_splits,
     stride_q_tok, stride_q_head, stride_sr, stride_sc, stride_o_tok, stride_o_head,
-    SPLIT: gl.constexpr, COMBINE_IN_KERNEL: gl.constexpr, WAVE_FENCE_THREADS: gl.constexpr, BLOCK_N: gl.constexpr,
-    STAGES: gl.constexpr,
+    SPLIT: gl.constexpr, COMBINE_IN_KERNEL: gl.constexpr, WAVE_FENCE_THREADS: gl.constexpr,
+    MERGE_SPLITS: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
 ):
     gl.static_assert(BLOCK_N == 64)  # one warpgroup MMA's M: the layouts below are written for it
     gl.static_assert(STAGES == 1)    # one ring stage, free once K is decoded (section comment)
@@ -2622,7 +2703,7 @@ def _hopper_mxfp4_kernel(
 
     _hopper_finish(_hopper_mxfp4_k_feature_order(acc), m_i, l_i, b, split, q_row, out_ptr, part_o_ptr, part_lse_ptr,
                    counters_ptr, num_splits, stride_o_tok, stride_o_head, SPLIT, COMBINE_IN_KERNEL,
-                   WAVE_FENCE_THREADS)
+                   WAVE_FENCE_THREADS, MERGE_SPLITS)
 
 
 # -------------------------------------------------------------------------------------
@@ -3011,6 +3092,12 @@ class KernelForm:
     wave_groups: bool = False  # its tile is WAVE_GROUPS groups of rows, one a wave (64-thread group)
     gfx950_convert: bool = False  # on gfx950 it decodes MXFP4 by the convert instruction (KernelLaunch.hw_convert)
     combine_modes: tuple = ("second_kernel", "in_kernel")  # how its splits can be merged
+    # How the last program of a sequence merges the splits in the in-kernel combine: "loop", a
+    # split at a time (_combine_splits_in_program, _gluon_combine_splits_in_program: the Triton
+    # forms' only merge, the Hopper forms' as measured on the H200), or "parallel", every
+    # split's partials loaded at once over all the program's threads (_gluon_merge_splits: the
+    # Gluon kernels alone). _merge_splits gives the Gluon kernels' MERGE_SPLITS.
+    merge: str = "loop"
     row_alignment: int = 1    # bytes: it reads KV rows as 4-byte words (4) or 16-byte copies (16)
     # Not launched over a KV buffer of no rows (every sequence is then empty: the output is
     # zeroed instead): it reads a row before it knows a split is empty (the Gluon forms), or
@@ -3118,6 +3205,16 @@ def _decode_arguments(form: KernelForm, launch, q, kv, kv_scale, sm_scale: float
                 stride_o_tok=NUM_HEADS * V_HEAD_DIM, stride_o_head=V_HEAD_DIM)
 
 
+def _merge_splits(form: KernelForm, launch) -> int:
+    """A Gluon kernel's MERGE_SPLITS: where its last program merges several splits in
+    parallel (KernelForm.merge), the splits' static extent (the next power of two); else 0
+    (the loop merge, or no in-kernel merge)."""
+    if form.merge not in ("parallel", "loop"):
+        raise ValueError(f"the {form.kv_format} form {form.name} has merge {form.merge!r}: 'parallel' or 'loop'")
+    merges = launch.combine_in_kernel and launch.num_splits > 1 and form.merge == "parallel"
+    return triton.next_power_of_2(launch.num_splits) if merges else 0
+
+
 def _triton_decode_arguments(form: KernelForm, launch, q, kv, kv_scale, sm_scale: float, scratch) -> dict:
     """_mla_decode_kernel's arguments after the call's tensors."""
     return dict(_decode_arguments(form, launch, q, kv, kv_scale, sm_scale, scratch),
@@ -3132,8 +3229,8 @@ def _gluon_decode_arguments(form: KernelForm, launch, q, kv, kv_scale, sm_scale:
     return dict(_decode_arguments(form, launch, q, kv, kv_scale, sm_scale, scratch),
                 KV_FORMAT=form.kv_format, FORM=form.name, SPLIT=launch.num_splits > 1,
                 COMBINE_IN_KERNEL=launch.combine_in_kernel, WAVE_FENCE_THREADS=_wave_fence_threads(launch),
-                BLOCK_N=launch.block_n, WAVE_GROUPS=_wave_groups(form, launch), STAGES=launch.num_stages,
-                ARCH=launch.gluon_arch)
+                MERGE_SPLITS=_merge_splits(form, launch), BLOCK_N=launch.block_n,
+                WAVE_GROUPS=_wave_groups(form, launch), STAGES=launch.num_stages, ARCH=launch.gluon_arch)
 
 
 def _hopper_decode_arguments(form: KernelForm, launch, q, kv, kv_scale, sm_scale: float, scratch) -> dict:
@@ -3150,8 +3247,8 @@ def _hopper_decode_arguments(form: KernelForm, launch, q, kv, kv_scale, sm_scale
         del arguments["stride_sr"], arguments["stride_sc"]
     split = launch.num_splits > 1
     return dict(arguments, SPLIT=split, COMBINE_IN_KERNEL=split and launch.combine_in_kernel,
-                WAVE_FENCE_THREADS=_wave_fence_threads(launch), BLOCK_N=launch.block_n, STAGES=launch.num_stages,
-                **form.constexprs)
+                WAVE_FENCE_THREADS=_wave_fence_threads(launch), MERGE_SPLITS=_merge_splits(form, launch),
+                BLOCK_N=launch.block_n, STAGES=launch.num_stages, **form.constexprs)
 
 
 @functools.lru_cache(maxsize=None)
@@ -3224,8 +3321,9 @@ KERNEL_FORMS = (
                error_bound=ErrorBound(sequence_rms=0.11, element=0.89),
                kernel=_mla_decode_kernel, arguments=_triton_decode_arguments),
     # Gluon: 4 groups of 64 threads (four gfx950 waves, eight NVIDIA warps); two programs a CU
-    # fit the registers (waves_per_eu 2); a ring of two stages.
-    KernelForm("fp8", "gluon", "gluon", places={"gfx950": 0, "sm_90": 4, "": 2},
+    # fit the registers (waves_per_eu 2); a ring of two stages. Both Gluon forms' last program
+    # merges the splits in parallel (_gluon_merge_splits).
+    KernelForm("fp8", "gluon", "gluon", places={"gfx950": 0, "sm_90": 4, "": 2}, merge="parallel",
                tiles=(Tile(128, 2, threads=256, waves_per_eu=2),), wave_groups=True, int32_tile_offsets=True,
                row_alignment=16, no_launch_over_empty_buffer=True, kv_dtype=torch.float8_e4m3fn,
                error_bound=ErrorBound(sequence_rms=0.11, element=0.86),
@@ -3241,25 +3339,27 @@ KERNEL_FORMS = (
     # Gluon MXFP4: one tile in shared memory, one in flight into registers (a ring of two); a
     # program keeps only that one in flight, so its leading splits give a CU two programs,
     # which its registers and LDS hold (waves_per_eu 2).
-    KernelForm("mxfp4", "gluon", "gluon", places={"gfx950": 0, "sm_90": 3, "": 2},
+    KernelForm("mxfp4", "gluon", "gluon", places={"gfx950": 0, "sm_90": 3, "": 2}, merge="parallel",
                tiles=(Tile(128, 2, threads=256, waves_per_eu=2),), programs_per_cu=2, wave_groups=True,
                int32_tile_offsets=True, row_alignment=16, no_launch_over_empty_buffer=True,
                error_bound=ErrorBound(sequence_rms=0.087, element=0.93),
                kernel=_mla_decode_gluon_kernel, arguments=_gluon_decode_arguments),
     # The Hopper forms (section 2.4), sm_90 alone: one warpgroup (128 threads) a program,
-    # 64-row tiles (one warpgroup MMA's M); fp8 a ring of two tiles, MXFP4 one.
+    # 64-row tiles (one warpgroup MMA's M); fp8 a ring of two tiles, MXFP4 one. Their in-kernel
+    # combine merges in a loop, as it ran on the H200; they take the parallel merge once an
+    # H200 run has measured it there (its sm_90 code is new: bench/code_unchanged.py).
     KernelForm("fp8", "hopper_two_term", "gluon", places={"sm_90": 0}, gluon_arch="hopper",
-               tiles=(Tile(64, 2, threads=128),), own_launches=_hopper_launches, row_alignment=16,
+               tiles=(Tile(64, 2, threads=128),), own_launches=_hopper_launches, row_alignment=16, merge="loop",
                no_launch_over_empty_buffer=True, kv_dtype=torch.float8_e4m3fn,
                error_bound=ErrorBound(sequence_rms=0.013, element=0.16), constexprs={"SPLIT_OPERANDS": True},
                kernel=_hopper_fp8_kernel, arguments=_hopper_decode_arguments, call_arguments=_hopper_call_arguments),
     KernelForm("fp8", "hopper_one_term", "gluon", places={"sm_90": 1}, gluon_arch="hopper",
-               tiles=(Tile(64, 2, threads=128),), own_launches=_hopper_launches, row_alignment=16,
+               tiles=(Tile(64, 2, threads=128),), own_launches=_hopper_launches, row_alignment=16, merge="loop",
                no_launch_over_empty_buffer=True, kv_dtype=torch.float8_e4m3fn,
                error_bound=ErrorBound(sequence_rms=0.11, element=0.92), constexprs={"SPLIT_OPERANDS": False},
                kernel=_hopper_fp8_kernel, arguments=_hopper_decode_arguments, call_arguments=_hopper_call_arguments),
     KernelForm("mxfp4", "hopper", "gluon", places={"sm_90": 0}, gluon_arch="hopper",
-               tiles=(Tile(64, 1, threads=128),), own_launches=_hopper_launches, row_alignment=16,
+               tiles=(Tile(64, 1, threads=128),), own_launches=_hopper_launches, row_alignment=16, merge="loop",
                no_launch_over_empty_buffer=True, error_bound=ErrorBound(sequence_rms=0.0066, element=0.064),
                kernel=_hopper_mxfp4_kernel, arguments=_hopper_decode_arguments, call_arguments=_hopper_call_arguments),
 )

@@ -101,6 +101,8 @@ _MUTANTS = (
            (Edit(" _store_rows(out_ptr, q_row, stride_o_tok", " _store_rows(out_ptr, q_row + 1, stride_o_tok", 2),
             Edit("tl.store(out_ptr + q_row.to(tl.int64) * stride_o_tok",
                  "tl.store(out_ptr + (q_row + 1).to(tl.int64) * stride_o_tok"),
+            Edit("out_base = (out_ptr + q_row.to(gl.int64) * stride_o_tok",
+                 "out_base = (out_ptr + (q_row + 1).to(gl.int64) * stride_o_tok"),
             Edit("_gluon_store_rows(out_ptr, q_row, stride_o_tok", "_gluon_store_rows(out_ptr, q_row + 1, stride_o_tok",
                  2))),
 
@@ -122,6 +124,23 @@ _MUTANTS = (
            "the partials unordered",
            (Edit('_WAVE_ACQUIRE_ASM = tl.constexpr("s_waitcnt vmcnt(0) lgkmcnt(0)\\nbuffer_inv sc1")',
                  '_WAVE_ACQUIRE_ASM = tl.constexpr("s_waitcnt vmcnt(0) lgkmcnt(0)")'),)),
+
+    # ---- the Gluon forms' parallel merge (KernelForm.merge "parallel"): the gfx950 emulator
+    # (tests/test_gfx950_emulator.py), tests/test_rules.py (the rules) ----
+    Mutant("parallel_merge_drops_the_last_split",
+           "the parallel merge weighs one split too few (the last split's partial left out)",
+           (Edit("used = gl.expand_dims(splits < gl.minimum(recorded, num_splits), 1)",
+                 "used = gl.expand_dims(splits < gl.minimum(recorded, num_splits) - 1, 1)"),)),
+    Mutant("parallel_merge_weight_written_again",
+           "the Gluon parallel merge weighs the splits by its own exp2 instead of the rule (_merge_weight): an "
+           "empty sequence's lse are all -inf, its weights NaN",
+           (Edit("w = _merge_weight(lse, gl.expand_dims(gl.max(lse, 0), 0))",
+                 "w = gl.exp2(lse - gl.expand_dims(gl.max(lse, 0), 0))"),)),
+    Mutant("gfx950_forms_merge_in_a_loop",
+           "the Gluon forms' last program merges a split at a time (KernelForm.merge \"loop\", the Hopper forms')",
+           (Edit("def _merge_splits(form: KernelForm, launch) -> int:\n",
+                 "def _merge_splits(form: KernelForm, launch) -> int:\n"
+                 "    form = dataclasses.replace(form, merge=\"loop\")\n"),)),
 
     # ---- what only the gfx950 emulator runs (tests/test_gfx950_emulator.py) ----
     Mutant("gluon_ring_reads_the_stage_being_filled",

@@ -3,7 +3,8 @@ of one: what the oracle must cover (tests/test_gfx950_pcode.py checks it does;
 bench/pcode_coverage.py and bench/pcode_throughput.py report on it)."""
 
 # The opcodes of every gfx950 kernel the project compiles (the listings of the 8 leaderboard
-# shapes' kernels, 207 mnemonics with their encoding suffixes, 184 without).
+# shapes' kernels, 207 mnemonics with their encoding suffixes, 184 without; s_cmpk_lt_u32 added with
+# the Gluon forms' parallel merge).
 KERNEL_OPCODES = (
     'buffer_inv', 'buffer_load_dword', 'buffer_load_dwordx2', 'buffer_load_dwordx4',
     'buffer_load_ubyte', 'buffer_store_dword', 'buffer_store_dwordx4', 'buffer_store_short',
@@ -18,7 +19,7 @@ KERNEL_OPCODES = (
     's_ashr_i32', 's_barrier', 's_bcnt1_i32_b64', 's_bfe_u32', 's_branch', 's_cbranch_execnz',
     's_cbranch_execz', 's_cbranch_scc0', 's_cbranch_scc1', 's_cbranch_vccnz', 's_cmp_eq_u32',
     's_cmp_ge_i32', 's_cmp_ge_u32', 's_cmp_gt_i32', 's_cmp_lg_u32', 's_cmp_lt_i32',
-    's_cmpk_lg_i32', 's_cselect_b32', 's_cselect_b64', 's_endpgm', 's_load_dword',
+    's_cmpk_lg_i32', 's_cmpk_lt_u32', 's_cselect_b32', 's_cselect_b64', 's_endpgm', 's_load_dword',
     's_load_dwordx2', 's_load_dwordx4', 's_load_dwordx8', 's_lshl_b32', 's_lshl_b64', 's_lshr_b32',
     's_max_i32', 's_min_i32', 's_min_u32', 's_mov_b32', 's_mov_b64', 's_movk_i32', 's_mul_hi_i32',
     's_mul_hi_u32', 's_mul_i32', 's_nop', 's_not_b32', 's_or_b32', 's_or_b64',
