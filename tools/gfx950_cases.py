@@ -426,7 +426,7 @@ def parallel_merge_round_trips(target: Target) -> int | None:
     partials or on their own; None for a form that merges in a loop."""
     launch = target.offered.launch
     form = sub.kernel_form(target.offered.kv_format, launch.form)
-    if form.merge != "parallel":
+    if getattr(form, "merge", "loop") != "parallel":  # (a tree before KernelForm.merge merged in a loop)
         return None
     groups = form.tiles[0].threads // 64
     columns = sub._gluon_merge_columns(sub._gluon_rows_layout("cdna4", groups),
