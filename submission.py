@@ -1190,7 +1190,7 @@ def _gluon_row_offsets(stride_kv, GROUPS: gl.constexpr, TOKENS: gl.constexpr, la
 @gluon_jit
 def _gluon_tile_rows(start, hi, BLOCK_N: gl.constexpr):
     # (first, last): row r of the tile at `start` is row first + min(r, last) of the KV
-    # buffer, both forms' clamp. A tile in the split ([start, hi), start < hi) reads its rows
+    # buffer, the fp8 Gluon form's clamp. A tile in the split ([start, hi), start < hi) reads its rows
     # from `start`, the rows at or past hi repeating row hi - 1 (their scores become -inf);
     # a tile wholly past hi (the loads ahead, beyond the split) reads row hi - 1 (row 0
     # for an empty split at the buffer's start; the host launches no Gluon form over an
@@ -1593,11 +1593,12 @@ def _gluon_attend_fp8(q_ptr, q_row, stride_q_tok, stride_q_head, kv_ptr, kv_scal
 # ahead (in flight through the whole of this tile's products), written to shared memory
 # after this tile's last read. (gfx950's copy to LDS would make every access to shared
 # memory that LLVM cannot prove apart from the copies', the exchanges above included,
-# wait for all of them: s_waitcnt vmcnt(0).) A tile's rows are clamped as fp8's
-# (_gluon_tile_rows: rows past hi repeat row hi - 1, so a buffer of any length serves);
-# the rows outside [start, hi) are invalid, their
-# scale bytes stored as 0 (nothing non-finite of another sequence enters) and their
-# scores -inf by an extra K feature: the rope's K step of 128 has 64 padding features,
+# wait for all of them: s_waitcnt vmcnt(0).) A tile's rows are the buffer's from `start`,
+# the tile moved back to end inside the buffer where it would reach past its end
+# (_gluon_mxfp4_tile_shift: a few scalar instructions a tile, none a load, a buffer of any
+# length served); the rows outside [start, hi) are invalid, their scale bytes read by no
+# load, 0 (nothing non-finite of another sequence enters), and their scores -inf by an extra
+# K feature: the rope's K step of 128 has 64 padding features,
 # and feature 576 is -6 (e2m1 0xF, its block scale 2^127) for an invalid row, 0 for a
 # valid one, against 1 in every head of Q, so an invalid row scores -6 x 2^127 (past
 # float32's range: -inf, or -FLT_MAX where the MMA saturates; either weighs 0).
@@ -1782,55 +1783,92 @@ def _gluon_load_bytes(base, offsets, ARCH: gl.constexpr):
 
 
 @gluon_jit
-def _gluon_mxfp4_offsets(ROWS: gl.constexpr, COLUMNS: gl.constexpr, row_stride, column_stride,
-                         layout: gl.constexpr):
-    # A tile's [ROWS, COLUMNS] offsets in `layout` as (each row's from the tile's first row,
-    # each column's), the rows along dim 0, or, for a layout of [blocks, rows], dim 1 (ROWS
-    # < 0); the same for every tile: computed once, before the loop.
-    if ROWS > 0:
-        return _gluon_axis2(ROWS, 0, layout) * row_stride, _gluon_axis2(COLUMNS, 1, layout) * column_stride
+def _gluon_mxfp4_tile_shift(start, kv_rows, BLOCK_N: gl.constexpr):
+    # How far the tile at `start` is moved back so that it ends inside the KV buffer: 0, or
+    # where it would reach past the buffer's end, start - (kv_rows - BLOCK_N) (start in a
+    # buffer shorter than a tile). The tile's row r is then buffer row start - shift +
+    # min(r, kv_rows - 1) (_gluon_mxfp4_offsets: only a buffer shorter than a tile clamps, the
+    # same way for every tile), inside the buffer whatever start, for a few scalar
+    # instructions a tile and none a load: Triton 3.6's buffer descriptors carry num_records
+    # 0x7ffffffe, which bounds no tensor, and its Gluon buffer_load takes no other. Rows
+    # outside [start, hi) are invalid (_gluon_mxfp4_valid_rows); the host launches no Gluon
+    # form over an empty buffer.
+    return gl.maximum(start - gl.maximum(kv_rows - BLOCK_N, 0), 0)
+
+
+@gluon_jit
+def _gluon_mxfp4_offsets(ROWS: gl.constexpr, COLUMNS: gl.constexpr, kv_rows, row_stride, layout: gl.constexpr):
+    # A tile's [ROWS, COLUMNS] code-byte offsets in `layout` as (each row's from the tile's
+    # first row, row r at min(r, kv_rows - 1); each column's): computed once, before the loop.
+    rows = gl.minimum(_gluon_axis2(ROWS, 0, layout), kv_rows - 1)
+    return rows * row_stride, _gluon_axis2(COLUMNS, 1, layout)
+
+
+@gluon_jit
+def _gluon_mxfp4_load_codes(kv_ptr, first, stride_kv, offsets, ARCH: gl.constexpr):
+    # Code bytes of the tile whose row 0 is buffer row `first` (nope [BLOCK_N, 256] or rope
+    # [BLOCK_N, 32], 16 bytes a load) at offsets (_gluon_mxfp4_offsets). A row outside the
+    # tile's [start, hi) reads bytes of the buffer that its zero scales and -inf score leave
+    # out.
+    rows, columns = offsets
+    return _gluon_load_bytes(kv_ptr + first.to(gl.int64) * stride_kv, rows + columns, ARCH)
+
+
+@gluon_jit
+def _gluon_mxfp4_scale_offsets(BLOCKS: gl.constexpr, FIRST_BLOCK: gl.constexpr, kv_rows, stride_sr, stride_sc,
+                               layout: gl.constexpr):
+    # A tile's scale-byte offsets, blocks FIRST_BLOCK .. FIRST_BLOCK + BLOCKS - 1 x BLOCK_N
+    # rows in `layout` (_gluon_mxfp4_keys_layout: BLOCKS / 2 blocks of one row a thread), as
+    # (each row's [1, BLOCK_N], row r at min(r, kv_rows - 1); the block part the thread's
+    # lane picks [BLOCKS, 1], the same in all its registers; the part its register picks,
+    # which the compiler can take into the loads' immediate offsets): computed once.
+    BLOCK_N: gl.constexpr = layout.threads_per_warp[1] * layout.warps_per_cta[1]
+    IN_THREAD: gl.constexpr = layout.size_per_thread[0]
+    rows = gl.minimum(_gluon_axis2(BLOCK_N, 1, layout), kv_rows - 1) * stride_sr
+    blocks = _gluon_axis2(BLOCKS, 0, layout)
+    return rows, (FIRST_BLOCK + blocks // IN_THREAD * IN_THREAD) * stride_sc, blocks % IN_THREAD * stride_sc
+
+
+@gluon_jit
+def _gluon_mxfp4_load_scales(sc_ptr, first, stride_sr, offsets, valid, ARCH: gl.constexpr):
+    # Scale bytes of the tile whose row 0 is scale row `first` (blocks x rows, through the
+    # scale tensor's strides: trimmed or padded rows alike; the host checks a scale row for
+    # every KV row) at offsets (_gluon_mxfp4_scale_offsets), 0 for the rows not `valid`, whose
+    # scale bytes nothing reads: on gfx950 a thread's row offset (its loads are several blocks
+    # of one row) is moved to 2^31, past the descriptor's range, where the buffer loads return
+    # 0 (AMD's range check: tools/gfx950_emu/sources/memory_and_launch.md 1.3): one selection a
+    # thread, none a load; elsewhere masked loads.
+    rows, lane_blocks, register_blocks = offsets
+    base = sc_ptr + first.to(gl.int64) * stride_sr
+    if ARCH == "cdna4":
+        return gl_cdna4.buffer_load(base, (gl.where(valid, rows, -2147483648) + lane_blocks) + register_blocks)
     else:
-        return _gluon_axis2(-ROWS, 1, layout) * row_stride, _gluon_axis2(COLUMNS, 0, layout) * column_stride
+        return gl.load(base + rows + lane_blocks + register_blocks, mask=valid, other=0)
 
 
 @gluon_jit
-def _gluon_mxfp4_load_codes(kv_ptr, start, hi, stride_kv, offsets, BLOCK_N: gl.constexpr, ARCH: gl.constexpr):
-    # Code bytes of the tile at `start` (nope [BLOCK_N, 256] or rope [BLOCK_N, 32], 16 bytes
-    # a load) at offsets (_gluon_mxfp4_offsets), each row clamped as _gluon_tile_rows says.
-    # A thread's loads are one column of several rows: min(r, last) x stride + c is taken
-    # as min(r x stride + c, last x stride + c), one minimum a load.
-    first, last = _gluon_tile_rows(start, hi, BLOCK_N)
-    rows, columns = offsets
-    return _gluon_load_bytes(kv_ptr + first.to(gl.int64) * stride_kv,
-                             gl.minimum(rows + columns, last * stride_kv + columns), ARCH)
+def _gluon_mxfp4_valid_rows(start, hi, shift, rows):
+    # Whether the tile at `start`'s rows `rows` (from its first row, moved back by shift:
+    # _gluon_mxfp4_tile_shift) are in [start, hi): rows - shift in [0, hi - start), one
+    # unsigned comparison.
+    return (rows - shift).to(gl.uint32) < gl.maximum(hi - start, 0).to(gl.uint32)
 
 
 @gluon_jit
-def _gluon_mxfp4_load_scales(sc_ptr, start, hi, stride_sr, offsets, BLOCK_N: gl.constexpr, ARCH: gl.constexpr):
-    # Scale bytes of the tile at `start` (blocks x rows, through the scale tensor's strides:
-    # trimmed or padded rows alike) at offsets, each row clamped as the codes' are. A
-    # thread's loads are several blocks of one row: its row is clamped once.
-    first, last = _gluon_tile_rows(start, hi, BLOCK_N)
-    rows, columns = offsets
-    return _gluon_load_bytes(sc_ptr + first.to(gl.int64) * stride_sr, gl.minimum(rows, last * stride_sr) + columns,
-                             ARCH)
-
-
-@gluon_jit
-def _gluon_mxfp4_load_rest(kv_ptr, sc_ptr, start, hi, stride_kv, stride_sr, rope_offsets, key_offsets,
+def _gluon_mxfp4_load_rest(kv_ptr, sc_ptr, start, hi, kv_rows, stride_kv, stride_sr, rope_offsets, key_offsets,
                            pe_offsets, BLOCK_N: gl.constexpr, ARCH: gl.constexpr):
     # The rest of the tile at `start` into registers: rope codes [BLOCK_N, 32], the nope
-    # blocks' scale bytes [16, BLOCK_N] and the rope's [2, BLOCK_N].
-    rope = _gluon_mxfp4_load_codes(kv_ptr, start, hi, stride_kv, rope_offsets, BLOCK_N, ARCH)
-    keys = _gluon_mxfp4_load_scales(sc_ptr, start, hi, stride_sr, key_offsets, BLOCK_N, ARCH)
-    pe = _gluon_mxfp4_load_scales(sc_ptr, start, hi, stride_sr, pe_offsets, BLOCK_N, ARCH)
-    return rope, keys, pe
-
-
-@gluon_jit
-def _gluon_mxfp4_valid_rows(start, hi, rows):
-    # Whether the tile at `start`'s rows `rows` (from its first) are in [start, hi).
-    return rows < hi - start
+    # blocks' scale bytes [16, BLOCK_N] and the rope's [2, BLOCK_N] (0 for the rows outside
+    # [start, hi)), and each row's validity byte ([1, BLOCK_N]: 0x0F invalid, 0 valid).
+    shift = _gluon_mxfp4_tile_shift(start, kv_rows, BLOCK_N)
+    first = start - shift
+    KEYS: gl.constexpr = key_offsets[0].type.layout
+    valid = _gluon_mxfp4_valid_rows(start, hi, shift, _gluon_axis2(BLOCK_N, 1, KEYS))
+    rope = _gluon_mxfp4_load_codes(kv_ptr, first, stride_kv, rope_offsets, ARCH)
+    keys = _gluon_mxfp4_load_scales(sc_ptr, first, stride_sr, key_offsets, valid, ARCH)
+    pe_valid = gl.convert_layout(valid, pe_offsets[0].type.layout, assert_trivial=True)
+    pe = _gluon_mxfp4_load_scales(sc_ptr, first, stride_sr, pe_offsets, pe_valid, ARCH)
+    return rope, keys, pe, gl.where(valid, 0, 0x0F).to(gl.uint8)
 
 
 @gluon_jit
@@ -1859,25 +1897,19 @@ def _gluon_mxfp4_row_pairs(x):
 
 
 @gluon_jit
-def _gluon_mxfp4_store_rest(start, hi, rope, keys, pe, rope_smem, values_smem, key_smem, pe_smem,
+def _gluon_mxfp4_store_rest(rope, keys, pe, invalid, rope_smem, values_smem, key_smem, pe_smem,
                             ARCH: gl.constexpr, GROUPS: gl.constexpr):
-    # The rest of the tile at `start` from registers into shared memory: the rope codes,
-    # the validity byte of each row (0x0F invalid: feature 576 is -6; 0 valid), and the
-    # scale bytes, 0 for an invalid row: the nope blocks' (in the scores' K order) blocks x
+    # The rest of a tile (_gluon_mxfp4_load_rest) from registers into shared memory: the rope
+    # codes, the validity byte of each row (0x0F invalid: feature 576 is -6; 0 valid), and the
+    # scale bytes (0 for an invalid row): the nope blocks' (in the scores' K order) blocks x
     # rows for V, as the fp32 bits s << 23 its convert takes, and as bytes, blocks x row
     # pairs (_gluon_mxfp4_row_pairs) with the rope's, for the scores.
-    BLOCK_N: gl.constexpr = rope.shape[0]
-    KEYS: gl.constexpr = keys.type.layout
     rope_smem.slice(0, 32, dim=1).store(rope)
-    # A row's validity, once a thread (the scale bytes' layouts hold a row a thread).
-    valid = _gluon_mxfp4_valid_rows(start, hi, _gluon_axis2(BLOCK_N, 1, KEYS))
-    rope_smem.slice(32, 1, dim=1).store(gl.where(valid, 0, 0x0F).to(gl.uint8).permute((1, 0)))
-    keys = _gluon_mxfp4_step_order(gl.where(valid, keys, 0).permute((1, 0))).permute((1, 0))
+    rope_smem.slice(32, 1, dim=1).store(invalid.permute((1, 0)))
+    keys = _gluon_mxfp4_step_order(keys.permute((1, 0))).permute((1, 0))
     values_smem.store(keys.to(gl.uint32) << 23)
     key_smem.store(_gluon_mxfp4_row_pairs(keys))
-    PE: gl.constexpr = pe.type.layout
-    pe_valid = gl.convert_layout(valid, PE, assert_trivial=True)
-    pe_smem.slice(0, 2, dim=0).store(_gluon_mxfp4_row_pairs(gl.where(pe_valid, pe, 0)))
+    pe_smem.slice(0, 2, dim=0).store(_gluon_mxfp4_row_pairs(pe))
 
 
 @gluon_jit
@@ -2072,7 +2104,7 @@ def _gluon_mxfp4_tile(acc0, acc1, acc2, acc3, m_i, l_i, qk_scale, q_steps, q_sca
 
 
 @gluon_jit
-def _gluon_attend_mxfp4(q_ptr, q_row, stride_q_tok, stride_q_head, kv_ptr, sc_ptr, lo, hi, qk_scale,
+def _gluon_attend_mxfp4(q_ptr, q_row, stride_q_tok, stride_q_head, kv_ptr, sc_ptr, kv_rows, lo, hi, qk_scale,
                         stride_kv, stride_sr, stride_sc, BLOCK_N: gl.constexpr, GROUPS: gl.constexpr,
                         STAGES: gl.constexpr, ARCH: gl.constexpr):
     # MXFP4 attention of the 16 heads over rows lo..hi-1 (section comment): returns the
@@ -2129,21 +2161,22 @@ def _gluon_attend_mxfp4(q_ptr, q_row, stride_q_tok, stride_q_head, kv_ptr, sc_pt
     # offset fall in different banks).
     p_smem = gl.allocate_shared_memory(gl.bfloat16, [16, BLOCK_N], gl.SwizzledSharedLayout(8, 1, 16, [1, 0]))
     max_smem = gl.allocate_shared_memory(gl.float32, [GROUPS, 16], PLAIN)  # the groups' row maxima
-    nope_offsets = _gluon_mxfp4_offsets(BLOCK_N, 256, stride_kv, 1, NOPE)
-    rope_rows, rope_columns = _gluon_mxfp4_offsets(BLOCK_N, 32, stride_kv, 1, ROPE)
+    nope_offsets = _gluon_mxfp4_offsets(BLOCK_N, 256, kv_rows, stride_kv, NOPE)
+    rope_rows, rope_columns = _gluon_mxfp4_offsets(BLOCK_N, 32, kv_rows, stride_kv, ROPE)
     rope_offsets = (rope_rows, rope_columns + 256)
-    key_offsets = _gluon_mxfp4_offsets(-BLOCK_N, 16, stride_sr, stride_sc, KEYS)
-    pe_rows, pe_columns = _gluon_mxfp4_offsets(-BLOCK_N, 2, stride_sr, stride_sc, PE)
-    pe_offsets = (pe_rows, pe_columns + 16 * stride_sc)
-    nope = _gluon_mxfp4_load_codes(kv_ptr, lo, hi, stride_kv, nope_offsets, BLOCK_N, ARCH)
-    rope, keys, pe = _gluon_mxfp4_load_rest(kv_ptr, sc_ptr, lo, hi, stride_kv, stride_sr, rope_offsets,
-                                            key_offsets, pe_offsets, BLOCK_N, ARCH)
+    key_offsets = _gluon_mxfp4_scale_offsets(16, 0, kv_rows, stride_sr, stride_sc, KEYS)
+    pe_offsets = _gluon_mxfp4_scale_offsets(2, 16, kv_rows, stride_sr, stride_sc, PE)
+    nope = _gluon_mxfp4_load_codes(kv_ptr, lo - _gluon_mxfp4_tile_shift(lo, kv_rows, BLOCK_N), stride_kv,
+                                   nope_offsets, ARCH)
+    rope, keys, pe, invalid = _gluon_mxfp4_load_rest(kv_ptr, sc_ptr, lo, hi, kv_rows, stride_kv, stride_sr,
+                                                     rope_offsets, key_offsets, pe_offsets, BLOCK_N, ARCH)
     _gluon_mxfp4_store_codes(nope, nope_smem)
-    _gluon_mxfp4_store_rest(lo, hi, rope, keys, pe, rope_smem, values_smem, key_smem, pe_smem, ARCH, GROUPS)
-    rope, keys, pe = _gluon_mxfp4_load_rest(kv_ptr, sc_ptr, lo + BLOCK_N, hi, stride_kv, stride_sr, rope_offsets,
-                                            key_offsets, pe_offsets, BLOCK_N, ARCH)
+    _gluon_mxfp4_store_rest(rope, keys, pe, invalid, rope_smem, values_smem, key_smem, pe_smem, ARCH, GROUPS)
+    rope, keys, pe, invalid = _gluon_mxfp4_load_rest(kv_ptr, sc_ptr, lo + BLOCK_N, hi, kv_rows, stride_kv, stride_sr,
+                                                     rope_offsets, key_offsets, pe_offsets, BLOCK_N, ARCH)
     _gluon_barrier()  # the loop's order of the loads (its waits count on it)
-    nope = _gluon_mxfp4_load_codes(kv_ptr, lo + BLOCK_N, hi, stride_kv, nope_offsets, BLOCK_N, ARCH)
+    nope = _gluon_mxfp4_load_codes(kv_ptr, lo + BLOCK_N - _gluon_mxfp4_tile_shift(lo + BLOCK_N, kv_rows, BLOCK_N),
+                                   stride_kv, nope_offsets, ARCH)
     m_i = gl.full([16], float("-inf"), gl.float32, gl.SliceLayout(0, SCORE))
     l_i = gl.zeros([BLOCK_N, 16], gl.float32, SCORE)
     acc0 = gl.zeros([32 * GROUPS, 16], gl.float32, MMA)
@@ -2154,13 +2187,14 @@ def _gluon_attend_mxfp4(q_ptr, q_row, stride_q_tok, stride_q_head, kv_ptr, sc_pt
         acc0, acc1, acc2, acc3, m_i, l_i = _gluon_mxfp4_tile(
             acc0, acc1, acc2, acc3, m_i, l_i, qk_scale, q_steps, q_scales, nope_smem, rope_smem, values_smem,
             key_smem, pe_smem, p_smem, max_smem, ARCH, GROUPS)
-        _gluon_mxfp4_store_rest(start + BLOCK_N, hi, rope, keys, pe, rope_smem, values_smem, key_smem, pe_smem,
-                                ARCH, GROUPS)
-        rope, keys, pe = _gluon_mxfp4_load_rest(kv_ptr, sc_ptr, start + 2 * BLOCK_N, hi, stride_kv, stride_sr,
-                                                rope_offsets, key_offsets, pe_offsets, BLOCK_N, ARCH)
+        _gluon_mxfp4_store_rest(rope, keys, pe, invalid, rope_smem, values_smem, key_smem, pe_smem, ARCH, GROUPS)
+        ahead = start + 2 * BLOCK_N
+        rope, keys, pe, invalid = _gluon_mxfp4_load_rest(kv_ptr, sc_ptr, ahead, hi, kv_rows, stride_kv, stride_sr,
+                                                         rope_offsets, key_offsets, pe_offsets, BLOCK_N, ARCH)
         _gluon_barrier()  # keeps these loads before the codes' (the waits count on that order)
         _gluon_mxfp4_store_codes(nope, nope_smem)
-        nope = _gluon_mxfp4_load_codes(kv_ptr, start + 2 * BLOCK_N, hi, stride_kv, nope_offsets, BLOCK_N, ARCH)
+        nope = _gluon_mxfp4_load_codes(kv_ptr, ahead - _gluon_mxfp4_tile_shift(ahead, kv_rows, BLOCK_N), stride_kv,
+                                       nope_offsets, ARCH)
     return acc0, acc1, acc2, acc3, m_i, l_i
 
 
@@ -2206,7 +2240,7 @@ def _mla_decode_gluon_kernel(
     else:
         gl.static_assert(KV_FORMAT == "mxfp4")
         acc0, acc1, acc2, acc3, m_i, l_i = _gluon_attend_mxfp4(
-            q_ptr, q_row, stride_q_tok, stride_q_head, kv_ptr, kv_scale_ptr, lo, hi, qk_scale, stride_kv,
+            q_ptr, q_row, stride_q_tok, stride_q_head, kv_ptr, kv_scale_ptr, kv_rows, lo, hi, qk_scale, stride_kv,
             stride_sr, stride_sc, BLOCK_N, WAVE_GROUPS, STAGES, ARCH)
         acc, m, l = _gluon_mxfp4_output(acc0, acc1, acc2, acc3, m_i, l_i, GROUPS_ROWS)
     _gluon_finish(acc, m, l, b, split, q_row, out_ptr, part_o_ptr, part_lse_ptr, counters_ptr, num_splits,
@@ -3224,8 +3258,18 @@ def _triton_decode_arguments(form: KernelForm, launch, q, kv, kv_scale, sm_scale
                 WAVE_GROUPS=_wave_groups(form, launch), EMULATE=_INTERPRETED)
 
 
+def _check_scale_rows(form: KernelForm, kv, kv_scale) -> None:
+    """An MXFP4 form that reads a scale row for every KV row its tiles cover (through the KV
+    row's index, clamped to the buffer, whatever the sequences' lengths) needs one."""
+    if form.kv_format == "mxfp4":
+        _require(kv_scale.shape[0] >= kv.shape[0], ValueError,
+                 f"the mxfp4 form {form.name} needs a scale row for every KV row ({kv_scale.shape[0]} scale rows, "
+                 f"{kv.shape[0]} KV rows)")
+
+
 def _gluon_decode_arguments(form: KernelForm, launch, q, kv, kv_scale, sm_scale: float, scratch) -> dict:
     """_mla_decode_gluon_kernel's arguments after the call's tensors."""
+    _check_scale_rows(form, kv, kv_scale)
     return dict(_decode_arguments(form, launch, q, kv, kv_scale, sm_scale, scratch),
                 KV_FORMAT=form.kv_format, FORM=form.name, SPLIT=launch.num_splits > 1,
                 COMBINE_IN_KERNEL=launch.combine_in_kernel, WAVE_FENCE_THREADS=_wave_fence_threads(launch),
@@ -3237,10 +3281,7 @@ def _hopper_decode_arguments(form: KernelForm, launch, q, kv, kv_scale, sm_scale
     """A Hopper kernel's arguments after the call's tensors: the shared ones but the KV row
     stride (the TMA descriptors carry it) and, for fp8, the block scales' strides; its tile
     and ring (BLOCK_N, STAGES) and the form's own constexprs (KernelForm.constexprs)."""
-    if form.kv_format == "mxfp4":  # read through the KV row's index, clamped to the buffer
-        _require(kv_scale.shape[0] >= kv.shape[0], ValueError,
-                 f"the mxfp4 form {form.name} needs a scale row for every KV row ({kv_scale.shape[0]} scale rows, "
-                 f"{kv.shape[0]} KV rows)")
+    _check_scale_rows(form, kv, kv_scale)
     arguments = _decode_arguments(form, launch, q, kv, kv_scale, sm_scale, scratch)
     del arguments["stride_kv"]
     if form.kv_format == "fp8":

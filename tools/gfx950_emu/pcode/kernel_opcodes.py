@@ -4,7 +4,7 @@ bench/pcode_coverage.py and bench/pcode_throughput.py report on it)."""
 
 # The opcodes of every gfx950 kernel the project compiles (the listings of the 8 leaderboard
 # shapes' kernels, 207 mnemonics with their encoding suffixes, 184 without; s_cmpk_lt_u32 added with
-# the Gluon forms' parallel merge).
+# the Gluon forms' parallel merge, v_subrev_u32 with the MXFP4 Gluon form's tile shift).
 KERNEL_OPCODES = (
     'buffer_inv', 'buffer_load_dword', 'buffer_load_dwordx2', 'buffer_load_dwordx4',
     'buffer_load_ubyte', 'buffer_store_dword', 'buffer_store_dwordx4', 'buffer_store_short',
@@ -41,7 +41,7 @@ KERNEL_OPCODES = (
     'v_mul_i32_i24', 'v_mul_lo_u32', 'v_mul_u32_u24', 'v_not_b32', 'v_or3_b32', 'v_or_b32',
     'v_perm_b32', 'v_permlane16_swap_b32', 'v_permlane32_swap_b32', 'v_pk_add_f32', 'v_pk_fma_f32',
     'v_pk_mul_f32', 'v_rcp_f32', 'v_rcp_iflag_f32', 'v_readfirstlane_b32', 'v_readlane_b32',
-    'v_sub_co_u32', 'v_sub_f32', 'v_sub_u32', 'v_subb_co_u32', 'v_xad_u32', 'v_xor_b32',
+    'v_sub_co_u32', 'v_sub_f32', 'v_sub_u32', 'v_subb_co_u32', 'v_subrev_u32', 'v_xad_u32', 'v_xor_b32',
 )
 # In none of AMD's CDNA pseudocode tables (tinygrad 0.14.0's PCODE).
 NO_PCODE = {
