@@ -1190,7 +1190,7 @@ def _gluon_row_offsets(stride_kv, GROUPS: gl.constexpr, TOKENS: gl.constexpr, la
 @gluon_jit
 def _gluon_tile_rows(start, hi, BLOCK_N: gl.constexpr):
     # (first, last): row r of the tile at `start` is row first + min(r, last) of the KV
-    # buffer, both forms' clamp. A tile in the split ([start, hi), start < hi) reads its rows
+    # buffer, the fp8 Gluon form's clamp. A tile in the split ([start, hi), start < hi) reads its rows
     # from `start`, the rows at or past hi repeating row hi - 1 (their scores become -inf);
     # a tile wholly past hi (the loads ahead, beyond the split) reads row hi - 1 (row 0
     # for an empty split at the buffer's start; the host launches no Gluon form over an
@@ -1353,8 +1353,9 @@ def _gluon_store_rows(ptr, row, stride_tok, stride_head, o):
 
 @gluon_jit
 def _gluon_combine_splits_in_program(part_o_ptr, part_lse_ptr, b, num_splits, layout: gl.constexpr):
-    # The merge of _combine_splits_in_program: one program, all heads and columns, a
-    # split at a time; .cg loads bypass L1 (other CUs wrote the partials).
+    # The loop merge (KernelForm.merge "loop", the Hopper forms'): one program, all heads
+    # and columns, a split at a time, each split's loads waited for before the next's;
+    # .cg loads bypass L1 (other CUs wrote the partials).
     heads = gl.arange(0, _TL_HEADS, layout=gl.SliceLayout(1, layout))
     cols = gl.arange(0, _TL_NOPE, layout=gl.SliceLayout(0, layout))
     lse_base = part_lse_ptr + b.to(gl.int64) * num_splits * _TL_HEADS + heads
@@ -1371,6 +1372,80 @@ def _gluon_combine_splits_in_program(part_o_ptr, part_lse_ptr, b, num_splits, la
         acc += gl.expand_dims(w, 1) * gl.load(o_base + s * _TL_HEADS * _TL_NOPE, cache_modifier=".cg")
         w_sum += w
     return acc / gl.expand_dims(gl.where(w_sum > 0, w_sum, 1.0), 1)
+
+
+@gluon_constexpr_function
+def _gluon_merge_layout(ROWS, SPLITS):
+    # [SPLITS, 16, columns] over the threads of ROWS (a [16, 512] layout of the program's
+    # threads), for the parallel merge: 4 columns a thread (16-byte loads), the heads over
+    # the warps, up to 16 splits in a thread's registers and the rest over its lanes (a
+    # reduction over the splits is then adds in registers and a few lane exchanges).
+    lanes = ROWS.threads_per_warp[0] * ROWS.threads_per_warp[1]
+    warps = ROWS.warps_per_cta[0] * ROWS.warps_per_cta[1]
+    in_thread = min(SPLITS, 16)
+    head_lanes = 16 // warps
+    split_lanes = SPLITS // in_thread
+    return gl.BlockedLayout([in_thread, 1, 4], [split_lanes, head_lanes, lanes // (split_lanes * head_lanes)],
+                            [1, warps, 1], [2, 1, 0])
+
+
+@gluon_constexpr_function
+def _gluon_merge_columns(ROWS, SPLITS):
+    # Output columns a chunk of the parallel merge covers: a thread holds 64 partial values
+    # of a chunk (SPLITS x 16 x columns over the program's threads), whatever SPLITS.
+    threads = (ROWS.threads_per_warp[0] * ROWS.threads_per_warp[1] * ROWS.warps_per_cta[0]
+               * ROWS.warps_per_cta[1])
+    return min(V_HEAD_DIM, 64 * threads // (16 * SPLITS))
+
+
+@gluon_jit
+def _gluon_load_partials(base, offsets, mask, other, ARCH: gl.constexpr):
+    # Partials at base + offsets (32-bit), other where mask is false; .cg: past L1, which
+    # holds nothing another CU wrote. On gfx950 a buffer load, whose masked lanes read
+    # nothing (their offset is out of the descriptor's range) and need no branch.
+    if ARCH == "cdna4":
+        return gl_cdna4.buffer_load(base, offsets, mask=mask, other=other, cache=".cg")
+    else:
+        return gl.load(base + offsets, mask=mask, other=other, cache_modifier=".cg")
+
+
+@gluon_jit
+def _gluon_merge_splits(part_o_ptr, part_lse_ptr, b, num_splits, recorded, out_ptr, q_row, stride_o_tok,
+                        stride_o_head, SPLITS: gl.constexpr, ROWS: gl.constexpr, ARCH: gl.constexpr):
+    # The parallel merge (KernelForm.merge "parallel") of sequence b's partials by all the
+    # program's threads into its output row: SPLITS >= num_splits (a power of two) is the
+    # splits' static extent, the splits past the count taken (recorded) or the launch's
+    # num_splits masked (lse -inf, weight 0), so every address stays in the scratch. Every
+    # split's lse is loaded at once, then the 512 columns in chunks, each chunk's partials
+    # of every split loaded at once, the next chunk's issued before this one is summed;
+    # weights and normalization by the rules (_merge_weight, _normalized).
+    CHUNK: gl.constexpr = _gluon_merge_layout(ROWS, SPLITS)
+    COLUMNS: gl.constexpr = _gluon_merge_columns(ROWS, SPLITS)
+    WEIGHTS: gl.constexpr = gl.SliceLayout(2, CHUNK)
+    OUT: gl.constexpr = gl.SliceLayout(0, CHUNK)
+    splits = gl.arange(0, SPLITS, layout=gl.SliceLayout(1, WEIGHTS))
+    heads = gl.arange(0, _TL_HEADS, layout=gl.SliceLayout(0, WEIGHTS))
+    used = gl.expand_dims(splits < gl.minimum(recorded, num_splits), 1)
+    # The sequence's partials from one base, at 32-bit offsets (64 splits x 16 x 512 < 2^31).
+    first_part = b.to(gl.int64) * num_splits
+    rows = gl.expand_dims(splits, 1) * _TL_HEADS + gl.expand_dims(heads, 0)
+    lse = _gluon_load_partials(part_lse_ptr + first_part * _TL_HEADS, rows, used, float("-inf"), ARCH)
+    o_base = part_o_ptr + first_part * (_TL_HEADS * _TL_NOPE)
+    o_offsets = gl.expand_dims(rows * _TL_NOPE, 2) + _gluon_axis(COLUMNS, 2, CHUNK)
+    o_used = gl.expand_dims(used, 2)
+    o = _gluon_load_partials(o_base, o_offsets, o_used, 0.0, ARCH)  # in flight with the lse
+    w = _merge_weight(lse, gl.expand_dims(gl.max(lse, 0), 0))
+    w_sum = gl.convert_layout(gl.sum(w, 0), gl.SliceLayout(1, OUT))
+    w = gl.expand_dims(w, 2)
+    out_heads = gl.arange(0, _TL_HEADS, layout=gl.SliceLayout(1, OUT))
+    out_cols = gl.arange(0, COLUMNS, layout=gl.SliceLayout(0, OUT))
+    out_base = (out_ptr + q_row.to(gl.int64) * stride_o_tok + gl.expand_dims(out_heads, 1) * stride_o_head
+                + gl.expand_dims(out_cols, 0))
+    for first in range(COLUMNS, _TL_NOPE, COLUMNS):
+        following = _gluon_load_partials(o_base, o_offsets + first, o_used, 0.0, ARCH)  # in flight meanwhile
+        gl.store(out_base + (first - COLUMNS), _normalized(gl.sum(o * w, 0), w_sum).to(out_ptr.dtype.element_ty))
+        o = following
+    gl.store(out_base + (_TL_NOPE - COLUMNS), _normalized(gl.sum(o * w, 0), w_sum).to(out_ptr.dtype.element_ty))
 
 
 @gluon_jit
@@ -1406,10 +1481,12 @@ def _gluon_depart(counters_ptr, b, num_splits, WAVE_FENCE_THREADS: gl.constexpr)
 @gluon_jit
 def _gluon_finish(acc, m_i, l_i, b, split, q_row, out_ptr, part_o_ptr, part_lse_ptr, counters_ptr,
                   num_splits, stride_o_tok, stride_o_head, SPLIT: gl.constexpr,
-                  COMBINE_IN_KERNEL: gl.constexpr, WAVE_FENCE_THREADS: gl.constexpr, COMBINE_LAYOUT: gl.constexpr):
+                  COMBINE_IN_KERNEL: gl.constexpr, WAVE_FENCE_THREADS: gl.constexpr, COMBINE_LAYOUT: gl.constexpr,
+                  MERGE_SPLITS: gl.constexpr, ARCH: gl.constexpr):
     # The merged state -> the output row (one split), or the split's normalized
     # partial and log2-sum-exp in the scratch layout _combine_splits_kernel reads, and
-    # with COMBINE_IN_KERNEL the merge by the last split to finish (as _mla_decode_kernel).
+    # with COMBINE_IN_KERNEL the merge by the last split to finish (as _mla_decode_kernel):
+    # the parallel merge over MERGE_SPLITS splits, or with MERGE_SPLITS 0 the loop merge.
     o = _normalized(acc, l_i)
     if SPLIT:
         part = b.to(gl.int64) * num_splits + split
@@ -1419,10 +1496,13 @@ def _gluon_finish(acc, m_i, l_i, b, split, q_row, out_ptr, part_o_ptr, part_lse_
         if COMBINE_IN_KERNEL:
             # The last program of the sequence to arrive merges (_arrive's protocol).
             if _gluon_arrive(counters_ptr, b, WAVE_FENCE_THREADS) == num_splits - 1:
-                merged = _gluon_combine_splits_in_program(
-                    part_o_ptr, part_lse_ptr, b, _gluon_depart(counters_ptr, b, num_splits, WAVE_FENCE_THREADS),
-                    COMBINE_LAYOUT)
-                _gluon_store_rows(out_ptr, q_row, stride_o_tok, stride_o_head, merged)
+                recorded = _gluon_depart(counters_ptr, b, num_splits, WAVE_FENCE_THREADS)
+                if MERGE_SPLITS:
+                    _gluon_merge_splits(part_o_ptr, part_lse_ptr, b, num_splits, recorded, out_ptr, q_row,
+                                        stride_o_tok, stride_o_head, MERGE_SPLITS, COMBINE_LAYOUT, ARCH)
+                else:
+                    merged = _gluon_combine_splits_in_program(part_o_ptr, part_lse_ptr, b, recorded, COMBINE_LAYOUT)
+                    _gluon_store_rows(out_ptr, q_row, stride_o_tok, stride_o_head, merged)
     else:
         _gluon_store_rows(out_ptr, q_row, stride_o_tok, stride_o_head, o)
 
@@ -1513,11 +1593,12 @@ def _gluon_attend_fp8(q_ptr, q_row, stride_q_tok, stride_q_head, kv_ptr, kv_scal
 # ahead (in flight through the whole of this tile's products), written to shared memory
 # after this tile's last read. (gfx950's copy to LDS would make every access to shared
 # memory that LLVM cannot prove apart from the copies', the exchanges above included,
-# wait for all of them: s_waitcnt vmcnt(0).) A tile's rows are clamped as fp8's
-# (_gluon_tile_rows: rows past hi repeat row hi - 1, so a buffer of any length serves);
-# the rows outside [start, hi) are invalid, their
-# scale bytes stored as 0 (nothing non-finite of another sequence enters) and their
-# scores -inf by an extra K feature: the rope's K step of 128 has 64 padding features,
+# wait for all of them: s_waitcnt vmcnt(0).) A tile's rows are the buffer's from `start`,
+# the tile moved back to end inside the buffer where it would reach past its end
+# (_gluon_mxfp4_tile_shift: a few scalar instructions a tile, none a load, a buffer of any
+# length served); the rows outside [start, hi) are invalid, their scale bytes read by no
+# load, 0 (nothing non-finite of another sequence enters), and their scores -inf by an extra
+# K feature: the rope's K step of 128 has 64 padding features,
 # and feature 576 is -6 (e2m1 0xF, its block scale 2^127) for an invalid row, 0 for a
 # valid one, against 1 in every head of Q, so an invalid row scores -6 x 2^127 (past
 # float32's range: -inf, or -FLT_MAX where the MMA saturates; either weighs 0).
@@ -1702,55 +1783,92 @@ def _gluon_load_bytes(base, offsets, ARCH: gl.constexpr):
 
 
 @gluon_jit
-def _gluon_mxfp4_offsets(ROWS: gl.constexpr, COLUMNS: gl.constexpr, row_stride, column_stride,
-                         layout: gl.constexpr):
-    # A tile's [ROWS, COLUMNS] offsets in `layout` as (each row's from the tile's first row,
-    # each column's), the rows along dim 0, or, for a layout of [blocks, rows], dim 1 (ROWS
-    # < 0); the same for every tile: computed once, before the loop.
-    if ROWS > 0:
-        return _gluon_axis2(ROWS, 0, layout) * row_stride, _gluon_axis2(COLUMNS, 1, layout) * column_stride
+def _gluon_mxfp4_tile_shift(start, kv_rows, BLOCK_N: gl.constexpr):
+    # How far the tile at `start` is moved back so that it ends inside the KV buffer: 0, or
+    # where it would reach past the buffer's end, start - (kv_rows - BLOCK_N) (start in a
+    # buffer shorter than a tile). The tile's row r is then buffer row start - shift +
+    # min(r, kv_rows - 1) (_gluon_mxfp4_offsets: only a buffer shorter than a tile clamps, the
+    # same way for every tile), inside the buffer whatever start, for a few scalar
+    # instructions a tile and none a load: Triton 3.6's buffer descriptors carry num_records
+    # 0x7ffffffe, which bounds no tensor, and its Gluon buffer_load takes no other. Rows
+    # outside [start, hi) are invalid (_gluon_mxfp4_valid_rows); the host launches no Gluon
+    # form over an empty buffer.
+    return gl.maximum(start - gl.maximum(kv_rows - BLOCK_N, 0), 0)
+
+
+@gluon_jit
+def _gluon_mxfp4_offsets(ROWS: gl.constexpr, COLUMNS: gl.constexpr, kv_rows, row_stride, layout: gl.constexpr):
+    # A tile's [ROWS, COLUMNS] code-byte offsets in `layout` as (each row's from the tile's
+    # first row, row r at min(r, kv_rows - 1); each column's): computed once, before the loop.
+    rows = gl.minimum(_gluon_axis2(ROWS, 0, layout), kv_rows - 1)
+    return rows * row_stride, _gluon_axis2(COLUMNS, 1, layout)
+
+
+@gluon_jit
+def _gluon_mxfp4_load_codes(kv_ptr, first, stride_kv, offsets, ARCH: gl.constexpr):
+    # Code bytes of the tile whose row 0 is buffer row `first` (nope [BLOCK_N, 256] or rope
+    # [BLOCK_N, 32], 16 bytes a load) at offsets (_gluon_mxfp4_offsets). A row outside the
+    # tile's [start, hi) reads bytes of the buffer that its zero scales and -inf score leave
+    # out.
+    rows, columns = offsets
+    return _gluon_load_bytes(kv_ptr + first.to(gl.int64) * stride_kv, rows + columns, ARCH)
+
+
+@gluon_jit
+def _gluon_mxfp4_scale_offsets(BLOCKS: gl.constexpr, FIRST_BLOCK: gl.constexpr, kv_rows, stride_sr, stride_sc,
+                               layout: gl.constexpr):
+    # A tile's scale-byte offsets, blocks FIRST_BLOCK .. FIRST_BLOCK + BLOCKS - 1 x BLOCK_N
+    # rows in `layout` (_gluon_mxfp4_keys_layout: BLOCKS / 2 blocks of one row a thread), as
+    # (each row's [1, BLOCK_N], row r at min(r, kv_rows - 1); the block part the thread's
+    # lane picks [BLOCKS, 1], the same in all its registers; the part its register picks,
+    # which the compiler can take into the loads' immediate offsets): computed once.
+    BLOCK_N: gl.constexpr = layout.threads_per_warp[1] * layout.warps_per_cta[1]
+    IN_THREAD: gl.constexpr = layout.size_per_thread[0]
+    rows = gl.minimum(_gluon_axis2(BLOCK_N, 1, layout), kv_rows - 1) * stride_sr
+    blocks = _gluon_axis2(BLOCKS, 0, layout)
+    return rows, (FIRST_BLOCK + blocks // IN_THREAD * IN_THREAD) * stride_sc, blocks % IN_THREAD * stride_sc
+
+
+@gluon_jit
+def _gluon_mxfp4_load_scales(sc_ptr, first, stride_sr, offsets, valid, ARCH: gl.constexpr):
+    # Scale bytes of the tile whose row 0 is scale row `first` (blocks x rows, through the
+    # scale tensor's strides: trimmed or padded rows alike; the host checks a scale row for
+    # every KV row) at offsets (_gluon_mxfp4_scale_offsets), 0 for the rows not `valid`, whose
+    # scale bytes nothing reads: on gfx950 a thread's row offset (its loads are several blocks
+    # of one row) is moved to 2^31, past the descriptor's range, where the buffer loads return
+    # 0 (AMD's range check: tools/gfx950_emu/sources/memory_and_launch.md 1.3): one selection a
+    # thread, none a load; elsewhere masked loads.
+    rows, lane_blocks, register_blocks = offsets
+    base = sc_ptr + first.to(gl.int64) * stride_sr
+    if ARCH == "cdna4":
+        return gl_cdna4.buffer_load(base, (gl.where(valid, rows, -2147483648) + lane_blocks) + register_blocks)
     else:
-        return _gluon_axis2(-ROWS, 1, layout) * row_stride, _gluon_axis2(COLUMNS, 0, layout) * column_stride
+        return gl.load(base + rows + lane_blocks + register_blocks, mask=valid, other=0)
 
 
 @gluon_jit
-def _gluon_mxfp4_load_codes(kv_ptr, start, hi, stride_kv, offsets, BLOCK_N: gl.constexpr, ARCH: gl.constexpr):
-    # Code bytes of the tile at `start` (nope [BLOCK_N, 256] or rope [BLOCK_N, 32], 16 bytes
-    # a load) at offsets (_gluon_mxfp4_offsets), each row clamped as _gluon_tile_rows says.
-    # A thread's loads are one column of several rows: min(r, last) x stride + c is taken
-    # as min(r x stride + c, last x stride + c), one minimum a load.
-    first, last = _gluon_tile_rows(start, hi, BLOCK_N)
-    rows, columns = offsets
-    return _gluon_load_bytes(kv_ptr + first.to(gl.int64) * stride_kv,
-                             gl.minimum(rows + columns, last * stride_kv + columns), ARCH)
+def _gluon_mxfp4_valid_rows(start, hi, shift, rows):
+    # Whether the tile at `start`'s rows `rows` (from its first row, moved back by shift:
+    # _gluon_mxfp4_tile_shift) are in [start, hi): rows - shift in [0, hi - start), one
+    # unsigned comparison.
+    return (rows - shift).to(gl.uint32) < gl.maximum(hi - start, 0).to(gl.uint32)
 
 
 @gluon_jit
-def _gluon_mxfp4_load_scales(sc_ptr, start, hi, stride_sr, offsets, BLOCK_N: gl.constexpr, ARCH: gl.constexpr):
-    # Scale bytes of the tile at `start` (blocks x rows, through the scale tensor's strides:
-    # trimmed or padded rows alike) at offsets, each row clamped as the codes' are. A
-    # thread's loads are several blocks of one row: its row is clamped once.
-    first, last = _gluon_tile_rows(start, hi, BLOCK_N)
-    rows, columns = offsets
-    return _gluon_load_bytes(sc_ptr + first.to(gl.int64) * stride_sr, gl.minimum(rows, last * stride_sr) + columns,
-                             ARCH)
-
-
-@gluon_jit
-def _gluon_mxfp4_load_rest(kv_ptr, sc_ptr, start, hi, stride_kv, stride_sr, rope_offsets, key_offsets,
+def _gluon_mxfp4_load_rest(kv_ptr, sc_ptr, start, hi, kv_rows, stride_kv, stride_sr, rope_offsets, key_offsets,
                            pe_offsets, BLOCK_N: gl.constexpr, ARCH: gl.constexpr):
     # The rest of the tile at `start` into registers: rope codes [BLOCK_N, 32], the nope
-    # blocks' scale bytes [16, BLOCK_N] and the rope's [2, BLOCK_N].
-    rope = _gluon_mxfp4_load_codes(kv_ptr, start, hi, stride_kv, rope_offsets, BLOCK_N, ARCH)
-    keys = _gluon_mxfp4_load_scales(sc_ptr, start, hi, stride_sr, key_offsets, BLOCK_N, ARCH)
-    pe = _gluon_mxfp4_load_scales(sc_ptr, start, hi, stride_sr, pe_offsets, BLOCK_N, ARCH)
-    return rope, keys, pe
-
-
-@gluon_jit
-def _gluon_mxfp4_valid_rows(start, hi, rows):
-    # Whether the tile at `start`'s rows `rows` (from its first) are in [start, hi).
-    return rows < hi - start
+    # blocks' scale bytes [16, BLOCK_N] and the rope's [2, BLOCK_N] (0 for the rows outside
+    # [start, hi)), and each row's validity byte ([1, BLOCK_N]: 0x0F invalid, 0 valid).
+    shift = _gluon_mxfp4_tile_shift(start, kv_rows, BLOCK_N)
+    first = start - shift
+    KEYS: gl.constexpr = key_offsets[0].type.layout
+    valid = _gluon_mxfp4_valid_rows(start, hi, shift, _gluon_axis2(BLOCK_N, 1, KEYS))
+    rope = _gluon_mxfp4_load_codes(kv_ptr, first, stride_kv, rope_offsets, ARCH)
+    keys = _gluon_mxfp4_load_scales(sc_ptr, first, stride_sr, key_offsets, valid, ARCH)
+    pe_valid = gl.convert_layout(valid, pe_offsets[0].type.layout, assert_trivial=True)
+    pe = _gluon_mxfp4_load_scales(sc_ptr, first, stride_sr, pe_offsets, pe_valid, ARCH)
+    return rope, keys, pe, gl.where(valid, 0, 0x0F).to(gl.uint8)
 
 
 @gluon_jit
@@ -1779,25 +1897,19 @@ def _gluon_mxfp4_row_pairs(x):
 
 
 @gluon_jit
-def _gluon_mxfp4_store_rest(start, hi, rope, keys, pe, rope_smem, values_smem, key_smem, pe_smem,
+def _gluon_mxfp4_store_rest(rope, keys, pe, invalid, rope_smem, values_smem, key_smem, pe_smem,
                             ARCH: gl.constexpr, GROUPS: gl.constexpr):
-    # The rest of the tile at `start` from registers into shared memory: the rope codes,
-    # the validity byte of each row (0x0F invalid: feature 576 is -6; 0 valid), and the
-    # scale bytes, 0 for an invalid row: the nope blocks' (in the scores' K order) blocks x
+    # The rest of a tile (_gluon_mxfp4_load_rest) from registers into shared memory: the rope
+    # codes, the validity byte of each row (0x0F invalid: feature 576 is -6; 0 valid), and the
+    # scale bytes (0 for an invalid row): the nope blocks' (in the scores' K order) blocks x
     # rows for V, as the fp32 bits s << 23 its convert takes, and as bytes, blocks x row
     # pairs (_gluon_mxfp4_row_pairs) with the rope's, for the scores.
-    BLOCK_N: gl.constexpr = rope.shape[0]
-    KEYS: gl.constexpr = keys.type.layout
     rope_smem.slice(0, 32, dim=1).store(rope)
-    # A row's validity, once a thread (the scale bytes' layouts hold a row a thread).
-    valid = _gluon_mxfp4_valid_rows(start, hi, _gluon_axis2(BLOCK_N, 1, KEYS))
-    rope_smem.slice(32, 1, dim=1).store(gl.where(valid, 0, 0x0F).to(gl.uint8).permute((1, 0)))
-    keys = _gluon_mxfp4_step_order(gl.where(valid, keys, 0).permute((1, 0))).permute((1, 0))
+    rope_smem.slice(32, 1, dim=1).store(invalid.permute((1, 0)))
+    keys = _gluon_mxfp4_step_order(keys.permute((1, 0))).permute((1, 0))
     values_smem.store(keys.to(gl.uint32) << 23)
     key_smem.store(_gluon_mxfp4_row_pairs(keys))
-    PE: gl.constexpr = pe.type.layout
-    pe_valid = gl.convert_layout(valid, PE, assert_trivial=True)
-    pe_smem.slice(0, 2, dim=0).store(_gluon_mxfp4_row_pairs(gl.where(pe_valid, pe, 0)))
+    pe_smem.slice(0, 2, dim=0).store(_gluon_mxfp4_row_pairs(pe))
 
 
 @gluon_jit
@@ -1992,7 +2104,7 @@ def _gluon_mxfp4_tile(acc0, acc1, acc2, acc3, m_i, l_i, qk_scale, q_steps, q_sca
 
 
 @gluon_jit
-def _gluon_attend_mxfp4(q_ptr, q_row, stride_q_tok, stride_q_head, kv_ptr, sc_ptr, lo, hi, qk_scale,
+def _gluon_attend_mxfp4(q_ptr, q_row, stride_q_tok, stride_q_head, kv_ptr, sc_ptr, kv_rows, lo, hi, qk_scale,
                         stride_kv, stride_sr, stride_sc, BLOCK_N: gl.constexpr, GROUPS: gl.constexpr,
                         STAGES: gl.constexpr, ARCH: gl.constexpr):
     # MXFP4 attention of the 16 heads over rows lo..hi-1 (section comment): returns the
@@ -2049,21 +2161,22 @@ def _gluon_attend_mxfp4(q_ptr, q_row, stride_q_tok, stride_q_head, kv_ptr, sc_pt
     # offset fall in different banks).
     p_smem = gl.allocate_shared_memory(gl.bfloat16, [16, BLOCK_N], gl.SwizzledSharedLayout(8, 1, 16, [1, 0]))
     max_smem = gl.allocate_shared_memory(gl.float32, [GROUPS, 16], PLAIN)  # the groups' row maxima
-    nope_offsets = _gluon_mxfp4_offsets(BLOCK_N, 256, stride_kv, 1, NOPE)
-    rope_rows, rope_columns = _gluon_mxfp4_offsets(BLOCK_N, 32, stride_kv, 1, ROPE)
+    nope_offsets = _gluon_mxfp4_offsets(BLOCK_N, 256, kv_rows, stride_kv, NOPE)
+    rope_rows, rope_columns = _gluon_mxfp4_offsets(BLOCK_N, 32, kv_rows, stride_kv, ROPE)
     rope_offsets = (rope_rows, rope_columns + 256)
-    key_offsets = _gluon_mxfp4_offsets(-BLOCK_N, 16, stride_sr, stride_sc, KEYS)
-    pe_rows, pe_columns = _gluon_mxfp4_offsets(-BLOCK_N, 2, stride_sr, stride_sc, PE)
-    pe_offsets = (pe_rows, pe_columns + 16 * stride_sc)
-    nope = _gluon_mxfp4_load_codes(kv_ptr, lo, hi, stride_kv, nope_offsets, BLOCK_N, ARCH)
-    rope, keys, pe = _gluon_mxfp4_load_rest(kv_ptr, sc_ptr, lo, hi, stride_kv, stride_sr, rope_offsets,
-                                            key_offsets, pe_offsets, BLOCK_N, ARCH)
+    key_offsets = _gluon_mxfp4_scale_offsets(16, 0, kv_rows, stride_sr, stride_sc, KEYS)
+    pe_offsets = _gluon_mxfp4_scale_offsets(2, 16, kv_rows, stride_sr, stride_sc, PE)
+    nope = _gluon_mxfp4_load_codes(kv_ptr, lo - _gluon_mxfp4_tile_shift(lo, kv_rows, BLOCK_N), stride_kv,
+                                   nope_offsets, ARCH)
+    rope, keys, pe, invalid = _gluon_mxfp4_load_rest(kv_ptr, sc_ptr, lo, hi, kv_rows, stride_kv, stride_sr,
+                                                     rope_offsets, key_offsets, pe_offsets, BLOCK_N, ARCH)
     _gluon_mxfp4_store_codes(nope, nope_smem)
-    _gluon_mxfp4_store_rest(lo, hi, rope, keys, pe, rope_smem, values_smem, key_smem, pe_smem, ARCH, GROUPS)
-    rope, keys, pe = _gluon_mxfp4_load_rest(kv_ptr, sc_ptr, lo + BLOCK_N, hi, stride_kv, stride_sr, rope_offsets,
-                                            key_offsets, pe_offsets, BLOCK_N, ARCH)
+    _gluon_mxfp4_store_rest(rope, keys, pe, invalid, rope_smem, values_smem, key_smem, pe_smem, ARCH, GROUPS)
+    rope, keys, pe, invalid = _gluon_mxfp4_load_rest(kv_ptr, sc_ptr, lo + BLOCK_N, hi, kv_rows, stride_kv, stride_sr,
+                                                     rope_offsets, key_offsets, pe_offsets, BLOCK_N, ARCH)
     _gluon_barrier()  # the loop's order of the loads (its waits count on it)
-    nope = _gluon_mxfp4_load_codes(kv_ptr, lo + BLOCK_N, hi, stride_kv, nope_offsets, BLOCK_N, ARCH)
+    nope = _gluon_mxfp4_load_codes(kv_ptr, lo + BLOCK_N - _gluon_mxfp4_tile_shift(lo + BLOCK_N, kv_rows, BLOCK_N),
+                                   stride_kv, nope_offsets, ARCH)
     m_i = gl.full([16], float("-inf"), gl.float32, gl.SliceLayout(0, SCORE))
     l_i = gl.zeros([BLOCK_N, 16], gl.float32, SCORE)
     acc0 = gl.zeros([32 * GROUPS, 16], gl.float32, MMA)
@@ -2074,13 +2187,14 @@ def _gluon_attend_mxfp4(q_ptr, q_row, stride_q_tok, stride_q_head, kv_ptr, sc_pt
         acc0, acc1, acc2, acc3, m_i, l_i = _gluon_mxfp4_tile(
             acc0, acc1, acc2, acc3, m_i, l_i, qk_scale, q_steps, q_scales, nope_smem, rope_smem, values_smem,
             key_smem, pe_smem, p_smem, max_smem, ARCH, GROUPS)
-        _gluon_mxfp4_store_rest(start + BLOCK_N, hi, rope, keys, pe, rope_smem, values_smem, key_smem, pe_smem,
-                                ARCH, GROUPS)
-        rope, keys, pe = _gluon_mxfp4_load_rest(kv_ptr, sc_ptr, start + 2 * BLOCK_N, hi, stride_kv, stride_sr,
-                                                rope_offsets, key_offsets, pe_offsets, BLOCK_N, ARCH)
+        _gluon_mxfp4_store_rest(rope, keys, pe, invalid, rope_smem, values_smem, key_smem, pe_smem, ARCH, GROUPS)
+        ahead = start + 2 * BLOCK_N
+        rope, keys, pe, invalid = _gluon_mxfp4_load_rest(kv_ptr, sc_ptr, ahead, hi, kv_rows, stride_kv, stride_sr,
+                                                         rope_offsets, key_offsets, pe_offsets, BLOCK_N, ARCH)
         _gluon_barrier()  # keeps these loads before the codes' (the waits count on that order)
         _gluon_mxfp4_store_codes(nope, nope_smem)
-        nope = _gluon_mxfp4_load_codes(kv_ptr, start + 2 * BLOCK_N, hi, stride_kv, nope_offsets, BLOCK_N, ARCH)
+        nope = _gluon_mxfp4_load_codes(kv_ptr, ahead - _gluon_mxfp4_tile_shift(ahead, kv_rows, BLOCK_N), stride_kv,
+                                       nope_offsets, ARCH)
     return acc0, acc1, acc2, acc3, m_i, l_i
 
 
@@ -2106,8 +2220,8 @@ def _mla_decode_gluon_kernel(
     qk_scale, total_q, kv_rows, num_splits,
     stride_q_tok, stride_q_head, stride_kv, stride_sr, stride_sc, stride_o_tok, stride_o_head,
     KV_FORMAT: gl.constexpr, FORM: gl.constexpr, SPLIT: gl.constexpr, COMBINE_IN_KERNEL: gl.constexpr,
-    WAVE_FENCE_THREADS: gl.constexpr, BLOCK_N: gl.constexpr, WAVE_GROUPS: gl.constexpr, STAGES: gl.constexpr,
-    ARCH: gl.constexpr,
+    WAVE_FENCE_THREADS: gl.constexpr, MERGE_SPLITS: gl.constexpr, BLOCK_N: gl.constexpr, WAVE_GROUPS: gl.constexpr,
+    STAGES: gl.constexpr, ARCH: gl.constexpr,
 ):
     # The Gluon twin of _mla_decode_kernel: the same runtime arguments, grid, bounds and
     # scratch layout; KV_FORMAT picks the fp8 or the MXFP4 form (each format has one Gluon
@@ -2126,11 +2240,12 @@ def _mla_decode_gluon_kernel(
     else:
         gl.static_assert(KV_FORMAT == "mxfp4")
         acc0, acc1, acc2, acc3, m_i, l_i = _gluon_attend_mxfp4(
-            q_ptr, q_row, stride_q_tok, stride_q_head, kv_ptr, kv_scale_ptr, lo, hi, qk_scale, stride_kv,
+            q_ptr, q_row, stride_q_tok, stride_q_head, kv_ptr, kv_scale_ptr, kv_rows, lo, hi, qk_scale, stride_kv,
             stride_sr, stride_sc, BLOCK_N, WAVE_GROUPS, STAGES, ARCH)
         acc, m, l = _gluon_mxfp4_output(acc0, acc1, acc2, acc3, m_i, l_i, GROUPS_ROWS)
     _gluon_finish(acc, m, l, b, split, q_row, out_ptr, part_o_ptr, part_lse_ptr, counters_ptr, num_splits,
-                  stride_o_tok, stride_o_head, SPLIT, COMBINE_IN_KERNEL, WAVE_FENCE_THREADS, ROWS)
+                  stride_o_tok, stride_o_head, SPLIT, COMBINE_IN_KERNEL, WAVE_FENCE_THREADS, ROWS, MERGE_SPLITS,
+                  ARCH)
 
 
 # -------------------------------------------------------------------------------------
@@ -2273,14 +2388,14 @@ def _hopper_issue_tile(nope_desc, rope_desc, row, bar, nope_dst, rope_dst):
 @gluon_jit
 def _hopper_finish(o, m_i, l_i, b, split, q_row, out_ptr, part_o_ptr, part_lse_ptr, counters_ptr, num_splits,
                    stride_o_tok, stride_o_head, SPLIT: gl.constexpr, COMBINE_IN_KERNEL: gl.constexpr,
-                   WAVE_FENCE_THREADS: gl.constexpr):
+                   WAVE_FENCE_THREADS: gl.constexpr, MERGE_SPLITS: gl.constexpr):
     # A Hopper program's state (o [16, 512] in feature order, m_i, l_i [16]) to the Gluon
     # forms' output path (_gluon_finish), in its layout for one warpgroup.
     ROWS: gl.constexpr = _gluon_rows_layout("ampere", 2)
     HEAD_ROWS: gl.constexpr = gl.SliceLayout(1, ROWS)
     _gluon_finish(gl.convert_layout(o, ROWS), gl.convert_layout(m_i, HEAD_ROWS), gl.convert_layout(l_i, HEAD_ROWS),
                   b, split, q_row, out_ptr, part_o_ptr, part_lse_ptr, counters_ptr, num_splits, stride_o_tok,
-                  stride_o_head, SPLIT, COMBINE_IN_KERNEL, WAVE_FENCE_THREADS, ROWS)
+                  stride_o_head, SPLIT, COMBINE_IN_KERNEL, WAVE_FENCE_THREADS, ROWS, MERGE_SPLITS, "hopper")
 
 
 @gluon_jit
@@ -2289,8 +2404,8 @@ def _hopper_fp8_kernel(
     part_o_ptr, part_lse_ptr, counters_ptr,
     qk_scale, total_q, kv_rows, num_splits,
     stride_q_tok, stride_q_head, stride_o_tok, stride_o_head,
-    SPLIT: gl.constexpr, COMBINE_IN_KERNEL: gl.constexpr, WAVE_FENCE_THREADS: gl.constexpr, BLOCK_N: gl.constexpr,
-    STAGES: gl.constexpr, SPLIT_OPERANDS: gl.constexpr,
+    SPLIT: gl.constexpr, COMBINE_IN_KERNEL: gl.constexpr, WAVE_FENCE_THREADS: gl.constexpr,
+    MERGE_SPLITS: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr, SPLIT_OPERANDS: gl.constexpr,
 ):
     gl.static_assert(BLOCK_N == 64)  # one warpgroup MMA's M: the layouts below are written for it
     MMA: gl.constexpr = _hopper_mma_layout(32)
@@ -2376,7 +2491,7 @@ def _hopper_fp8_kernel(
 
     _hopper_finish(_hopper_feature_order(acc * (kv_scale * 0.00390625)), m_i, l_i, b, split, q_row, out_ptr,
                    part_o_ptr, part_lse_ptr, counters_ptr, num_splits, stride_o_tok, stride_o_head, SPLIT,
-                   COMBINE_IN_KERNEL, WAVE_FENCE_THREADS)
+                   COMBINE_IN_KERNEL, WAVE_FENCE_THREADS, MERGE_SPLITS)
 
 
 # ---- MXFP4 ----
@@ -2535,8 +2650,8 @@ def _hopper_mxfp4_kernel(
     part_o_ptr, part_lse_ptr, counters_ptr,
     qk_scale, total_q, kv_rows, num_splits,
     stride_q_tok, stride_q_head, stride_sr, stride_sc, stride_o_tok, stride_o_head,
-    SPLIT: gl.constexpr, COMBINE_IN_KERNEL: gl.constexpr, WAVE_FENCE_THREADS: gl.constexpr, BLOCK_N: gl.constexpr,
-    STAGES: gl.constexpr,
+    SPLIT: gl.constexpr, COMBINE_IN_KERNEL: gl.constexpr, WAVE_FENCE_THREADS: gl.constexpr,
+    MERGE_SPLITS: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
 ):
     gl.static_assert(BLOCK_N == 64)  # one warpgroup MMA's M: the layouts below are written for it
     gl.static_assert(STAGES == 1)    # one ring stage, free once K is decoded (section comment)
@@ -2622,7 +2737,7 @@ def _hopper_mxfp4_kernel(
 
     _hopper_finish(_hopper_mxfp4_k_feature_order(acc), m_i, l_i, b, split, q_row, out_ptr, part_o_ptr, part_lse_ptr,
                    counters_ptr, num_splits, stride_o_tok, stride_o_head, SPLIT, COMBINE_IN_KERNEL,
-                   WAVE_FENCE_THREADS)
+                   WAVE_FENCE_THREADS, MERGE_SPLITS)
 
 
 # -------------------------------------------------------------------------------------
@@ -3011,6 +3126,12 @@ class KernelForm:
     wave_groups: bool = False  # its tile is WAVE_GROUPS groups of rows, one a wave (64-thread group)
     gfx950_convert: bool = False  # on gfx950 it decodes MXFP4 by the convert instruction (KernelLaunch.hw_convert)
     combine_modes: tuple = ("second_kernel", "in_kernel")  # how its splits can be merged
+    # How the last program of a sequence merges the splits in the in-kernel combine: "loop", a
+    # split at a time (_combine_splits_in_program, _gluon_combine_splits_in_program: the Triton
+    # forms' only merge, the Hopper forms' as measured on the H200), or "parallel", every
+    # split's partials loaded at once over all the program's threads (_gluon_merge_splits: the
+    # Gluon kernels alone). _merge_splits gives the Gluon kernels' MERGE_SPLITS.
+    merge: str = "loop"
     row_alignment: int = 1    # bytes: it reads KV rows as 4-byte words (4) or 16-byte copies (16)
     # Not launched over a KV buffer of no rows (every sequence is then empty: the output is
     # zeroed instead): it reads a row before it knows a split is empty (the Gluon forms), or
@@ -3119,6 +3240,16 @@ def _decode_arguments(form: KernelForm, launch, q, kv, kv_scale, sm_scale: float
                 stride_o_tok=NUM_HEADS * V_HEAD_DIM, stride_o_head=V_HEAD_DIM)
 
 
+def _merge_splits(form: KernelForm, launch) -> int:
+    """A Gluon kernel's MERGE_SPLITS: where its last program merges several splits in
+    parallel (KernelForm.merge), the splits' static extent (the next power of two); else 0
+    (the loop merge, or no in-kernel merge)."""
+    if form.merge not in ("parallel", "loop"):
+        raise ValueError(f"the {form.kv_format} form {form.name} has merge {form.merge!r}: 'parallel' or 'loop'")
+    merges = launch.combine_in_kernel and launch.num_splits > 1 and form.merge == "parallel"
+    return triton.next_power_of_2(launch.num_splits) if merges else 0
+
+
 def _triton_decode_arguments(form: KernelForm, launch, q, kv, kv_scale, sm_scale: float, scratch) -> dict:
     """_mla_decode_kernel's arguments after the call's tensors."""
     return dict(_decode_arguments(form, launch, q, kv, kv_scale, sm_scale, scratch),
@@ -3128,31 +3259,38 @@ def _triton_decode_arguments(form: KernelForm, launch, q, kv, kv_scale, sm_scale
                 WAVE_GROUPS=_wave_groups(form, launch), EMULATE=_INTERPRETED)
 
 
+def _check_scale_rows(form: KernelForm, kv, kv_scale) -> None:
+    """An MXFP4 form that reads a scale row for every KV row its tiles cover (through the KV
+    row's index, clamped to the buffer, whatever the sequences' lengths) needs one."""
+    if form.kv_format == "mxfp4":
+        _require(kv_scale.shape[0] >= kv.shape[0], ValueError,
+                 f"the mxfp4 form {form.name} needs a scale row for every KV row ({kv_scale.shape[0]} scale rows, "
+                 f"{kv.shape[0]} KV rows)")
+
+
 def _gluon_decode_arguments(form: KernelForm, launch, q, kv, kv_scale, sm_scale: float, scratch) -> dict:
     """_mla_decode_gluon_kernel's arguments after the call's tensors."""
+    _check_scale_rows(form, kv, kv_scale)
     return dict(_decode_arguments(form, launch, q, kv, kv_scale, sm_scale, scratch),
                 KV_FORMAT=form.kv_format, FORM=form.name, SPLIT=launch.num_splits > 1,
                 COMBINE_IN_KERNEL=launch.combine_in_kernel, WAVE_FENCE_THREADS=_wave_fence_threads(launch),
-                BLOCK_N=launch.block_n, WAVE_GROUPS=_wave_groups(form, launch), STAGES=launch.num_stages,
-                ARCH=launch.gluon_arch)
+                MERGE_SPLITS=_merge_splits(form, launch), BLOCK_N=launch.block_n,
+                WAVE_GROUPS=_wave_groups(form, launch), STAGES=launch.num_stages, ARCH=launch.gluon_arch)
 
 
 def _hopper_decode_arguments(form: KernelForm, launch, q, kv, kv_scale, sm_scale: float, scratch) -> dict:
     """A Hopper kernel's arguments after the call's tensors: the shared ones but the KV row
     stride (the TMA descriptors carry it) and, for fp8, the block scales' strides; its tile
     and ring (BLOCK_N, STAGES) and the form's own constexprs (KernelForm.constexprs)."""
-    if form.kv_format == "mxfp4":  # read through the KV row's index, clamped to the buffer
-        _require(kv_scale.shape[0] >= kv.shape[0], ValueError,
-                 f"the mxfp4 form {form.name} needs a scale row for every KV row ({kv_scale.shape[0]} scale rows, "
-                 f"{kv.shape[0]} KV rows)")
+    _check_scale_rows(form, kv, kv_scale)
     arguments = _decode_arguments(form, launch, q, kv, kv_scale, sm_scale, scratch)
     del arguments["stride_kv"]
     if form.kv_format == "fp8":
         del arguments["stride_sr"], arguments["stride_sc"]
     split = launch.num_splits > 1
     return dict(arguments, SPLIT=split, COMBINE_IN_KERNEL=split and launch.combine_in_kernel,
-                WAVE_FENCE_THREADS=_wave_fence_threads(launch), BLOCK_N=launch.block_n, STAGES=launch.num_stages,
-                **form.constexprs)
+                WAVE_FENCE_THREADS=_wave_fence_threads(launch), MERGE_SPLITS=_merge_splits(form, launch),
+                BLOCK_N=launch.block_n, STAGES=launch.num_stages, **form.constexprs)
 
 
 @functools.lru_cache(maxsize=None)
@@ -3226,8 +3364,9 @@ KERNEL_FORMS = (
                error_bound=ErrorBound(sequence_rms=0.11, element=0.89),
                kernel=_mla_decode_kernel, arguments=_triton_decode_arguments),
     # Gluon: 4 groups of 64 threads (four gfx950 waves, eight NVIDIA warps); two programs a CU
-    # fit the registers (waves_per_eu 2); a ring of two stages.
-    KernelForm("fp8", "gluon", "gluon", places={"gfx950": 0, "sm_90": 4, "": 2},
+    # fit the registers (waves_per_eu 2); a ring of two stages. Both Gluon forms' last program
+    # merges the splits in parallel (_gluon_merge_splits).
+    KernelForm("fp8", "gluon", "gluon", places={"gfx950": 0, "sm_90": 4, "": 2}, merge="parallel",
                tiles=(Tile(128, num_stages=2, threads=256, waves_per_eu=2),), wave_groups=True, int32_tile_offsets=True,
                row_alignment=16, no_launch_over_empty_buffer=True, kv_dtype=torch.float8_e4m3fn,
                error_bound=ErrorBound(sequence_rms=0.11, element=0.86),
@@ -3243,24 +3382,26 @@ KERNEL_FORMS = (
     # Gluon MXFP4: one tile in shared memory, one in flight into registers (a ring of two); a
     # program keeps only that one in flight, so its leading splits give a CU two programs,
     # which its registers and LDS hold (waves_per_eu 2).
-    KernelForm("mxfp4", "gluon", "gluon", places={"gfx950": 0, "sm_90": 3, "": 2},
+    KernelForm("mxfp4", "gluon", "gluon", places={"gfx950": 0, "sm_90": 3, "": 2}, merge="parallel",
                tiles=(Tile(128, num_stages=2, threads=256, waves_per_eu=2),), programs_per_cu=2, wave_groups=True,
                int32_tile_offsets=True, row_alignment=16, no_launch_over_empty_buffer=True,
                error_bound=ErrorBound(sequence_rms=0.087, element=0.93),
                kernel=_mla_decode_gluon_kernel, arguments=_gluon_decode_arguments),
     # The Hopper forms (section 2.4), sm_90 alone: one warpgroup (128 threads) a program,
-    # 64-row tiles (one warpgroup MMA's M); fp8 a ring of two tiles, MXFP4 one.
-    KernelForm("fp8", "hopper_two_term", "gluon", places={"sm_90": 0}, gluon_arch="hopper",
+    # 64-row tiles (one warpgroup MMA's M); fp8 a ring of two tiles, MXFP4 one. Their in-kernel
+    # combine merges in a loop, as it ran on the H200; they take the parallel merge once an
+    # H200 run has measured it there (its sm_90 code is new: bench/code_unchanged.py).
+    KernelForm("fp8", "hopper_two_term", "gluon", places={"sm_90": 0}, gluon_arch="hopper", merge="loop",
                tiles=(Tile(64, num_stages=2, threads=128),), own_launches=_hopper_launches, row_alignment=16,
                no_launch_over_empty_buffer=True, kv_dtype=torch.float8_e4m3fn,
                error_bound=ErrorBound(sequence_rms=0.013, element=0.16), constexprs={"SPLIT_OPERANDS": True},
                kernel=_hopper_fp8_kernel, arguments=_hopper_decode_arguments, call_arguments=_hopper_call_arguments),
-    KernelForm("fp8", "hopper_one_term", "gluon", places={"sm_90": 1}, gluon_arch="hopper",
+    KernelForm("fp8", "hopper_one_term", "gluon", places={"sm_90": 1}, gluon_arch="hopper", merge="loop",
                tiles=(Tile(64, num_stages=2, threads=128),), own_launches=_hopper_launches, row_alignment=16,
                no_launch_over_empty_buffer=True, kv_dtype=torch.float8_e4m3fn,
                error_bound=ErrorBound(sequence_rms=0.11, element=0.92), constexprs={"SPLIT_OPERANDS": False},
                kernel=_hopper_fp8_kernel, arguments=_hopper_decode_arguments, call_arguments=_hopper_call_arguments),
-    KernelForm("mxfp4", "hopper", "gluon", places={"sm_90": 0}, gluon_arch="hopper",
+    KernelForm("mxfp4", "hopper", "gluon", places={"sm_90": 0}, gluon_arch="hopper", merge="loop",
                tiles=(Tile(64, num_stages=1, threads=128),), own_launches=_hopper_launches, row_alignment=16,
                no_launch_over_empty_buffer=True, error_bound=ErrorBound(sequence_rms=0.0066, element=0.064),
                kernel=_hopper_mxfp4_kernel, arguments=_hopper_decode_arguments, call_arguments=_hopper_call_arguments),

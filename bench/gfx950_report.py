@@ -2,7 +2,8 @@
 offer on an MI355X, compiled for gfx950 on this machine (no GPU), and what its code alone
 implies. All of it is a STATIC BOUND read from the compiled code, never a time.
 
-    python3 -m bench.gfx950_report [--json FILE] [--asm-dir DIR] [--markdown PATH]
+    python3 -m bench.gfx950_report [--json FILE] [--asm-dir DIR] [--markdown PATH] [--before FILE]
+                                   [--submission PATH]
     python3 -m bench.gfx950_report render FILE [--markdown PATH]
 
 The first form compiles (tools/compile_target.py: Triton's own JIT specialization, for
@@ -92,6 +93,17 @@ PATH can read gfx950 code (tools/external_programs.py: LLVM 22, Debian's llvm-22
 wheel is missing, the report says why and carries no aiter figures; --no-aiter leaves them
 out without running LLVM.
 
+In-kernel combine: for each decode kernel the listing holds after its first vector atomic
+(the in-kernel combine's arrival at its sequence's counter: what the last program of a
+sequence runs to merge the splits, tools/amdgcn.py merge_figures): its instructions, its
+global and buffer loads, and the round trips to memory it waits through one after another
+(load_round_trips: an s_waitcnt vmcnt(N) retiring a load issued after the last wait that
+retired one), read once along the listing (both sides of a branch; a loop's body once,
+marked: there the figure is one pass, no bound). The table lists them per format, form and
+split count of the launches offered with the in-kernel combine. --before FILE puts beside
+them those of a saved report of another tree made by this report (--submission runs this
+report on another copy of submission.py, e.g. an older commit's).
+
 Cold run: the distinct specializations the launches above compile (the
 JIT compiles one per kernel and cache key on first sight, every candidate being compiled
 when the autopick verifies and times it), by language, and their total compile time for
@@ -114,9 +126,26 @@ from pathlib import Path
 import triton
 from triton import knobs
 
-import submission as sub
-from bench import aiter_asm
-from tools import amdgcn, compile_target, leaderboard, output_paths
+from tools.mutants import import_submission
+
+
+def _submission_option(argv: list) -> str | None:
+    """The path after --submission in argv (None without it): that copy of submission.py is
+    imported as `submission` before anything else imports it."""
+    if "--submission" not in argv or argv.index("--submission") + 1 >= len(argv):
+        return None
+    return argv[argv.index("--submission") + 1]
+
+
+if __name__ == "__main__" and _submission_option(sys.argv):
+    if not Path(_submission_option(sys.argv)).is_file():
+        print(f"bench.gfx950_report: --submission {_submission_option(sys.argv)}: no such file", file=sys.stderr)
+        raise SystemExit(2)
+    import_submission(Path(_submission_option(sys.argv)).resolve())
+
+import submission as sub  # noqa: E402  (after the --submission copy, where one is given)
+from bench import aiter_asm  # noqa: E402
+from tools import amdgcn, compile_target, leaderboard, output_paths  # noqa: E402
 
 FORMATS = ("fp8", "mxfp4")
 CUS, SIMDS_PER_CU, CLOCK_HZ = 256, 4, 2.4e9  # MI355X, AMD's published figures (peak clock)
@@ -237,6 +266,7 @@ def kernel_record(kv_format: str, spec: compile_target.Specialization, compiled,
         "instructions": len(instructions),
         "outside_loop": {"prologue": prologue, "epilogue": epilogue, "total": prologue + epilogue,
                          "loops": len(other_loops), "loads": amdgcn.load_kinds(outside)},
+        "merge": amdgcn.merge_figures(instructions, labels),
         "loop": loop_fields,
         "in_flight_bytes_per_cu": (loop_fields["in_flight_bytes_per_wave"] * programs["resident_programs"]
                                    * num_warps if loop_fields else None),
@@ -340,6 +370,42 @@ def baseline_launch(kv_format: str, batch: int, kv_len: int):
     """The launch the Triton wave form of kv_format leads with on gfx950 (the form forced:
     the splits and tile it had when it was offered first)."""
     return sub.launch_candidates(kv_format, batch, kv_len, CUS, "gfx950", BASELINE_FORMS[kv_format])[0]
+
+
+def merge_rows(rep: dict) -> dict:
+    """The decode kernels of the launches offered with the in-kernel combine, by (format, form,
+    splits): the kernel's name, its instructions outside the main loop and its merge figures
+    (kernel_record's "merge": what follows the arrival), and the shapes offering it so."""
+    rows = {}
+    for kernel in rep["kernels"]:
+        if kernel.get("merge") is None:
+            continue
+        for offer in kernel["offered"]:
+            launch = offer["launch"]
+            if not (launch.get("combine_in_kernel") and launch.get("num_splits", 1) > 1):
+                continue
+            key = (kernel["format"], launch["form"], launch["num_splits"])
+            row = rows.setdefault(key, {"kernel": kernel["name"], "outside_loop": kernel["outside_loop"]["total"],
+                                        "merge": kernel["merge"], "shapes": []})
+            shape = f"{offer['batch']}x{offer['kv_len']}"
+            if shape not in row["shapes"]:
+                row["shapes"].append(shape)
+    return rows
+
+
+def before_record(path: Path) -> dict:
+    """What the report keeps of a saved report of another tree (--before): its command and
+    its in-kernel combine rows (merge_rows), as a list."""
+    try:
+        before = json.loads(path.read_text())
+    except (OSError, ValueError) as error:
+        fail(f"--before {path} cannot be read as a report: {error}")
+    if not any("merge" in kernel for kernel in before.get("kernels", ())):
+        fail(f"--before {path} has no merge figures: make it with this report "
+             "(python3 -m bench.gfx950_report --submission OTHER/submission.py --json FILE)")
+    return {"source": str(path), "command": before.get("command", ""), "submission": before.get("submission", ""),
+            "rows": [{"format": f, "form": form, "splits": n, **row}
+                     for (f, form, n), row in sorted(merge_rows(before).items())]}
 
 
 def _cpu_seconds() -> float:
@@ -514,6 +580,7 @@ def table(rep: dict) -> str:
                      f"{r['outside_loop_instructions']} + {r['combine_instructions']}"
                      f"{_loops_note(r['loops_outside'])} | {r['lds_bytes_per_cu'] / 1024:.1f} | "
                      f"{r['in_flight_bytes_per_cu'] / 1024:.1f} |")
+    lines += merge_table(rep)
     lines += ["", "Targets of the launch offered first (met or missed, the value against the "
                   "limit; small shapes against the baseline, the launch the Triton wave form leads with):", "",
               "| batch | kv_len | format | target | value | limit | met |", "|---:|---:|---|---|---:|---:|---|"]
@@ -551,6 +618,54 @@ def table(rep: dict) -> str:
                   "a baseline compiled only for comparison, not counted. "
                   f"Produced by `{rep['command']}`; the columns are defined in bench/gfx950_report.py's docstring."]
     return "\n".join(lines)
+
+
+def _merge_cells(row: dict | None) -> tuple:
+    # * marks a figure that counts a loop's body once
+    if row is None:
+        return ("-",) * 4
+    merge = row["merge"]
+    loops = "*" * bool(merge["loops"])
+    return (f"{row['outside_loop']}", f"{merge['instructions']}{loops}", f"{merge['loads']}{loops}",
+            f"{merge['round_trips']}{loops}")
+
+
+def merge_table(rep: dict) -> list[str]:
+    """The in-kernel combine's merge: per format, form and split count offered with it, the
+    decode kernel's instructions outside the main loop and, of them, what follows the
+    arrival; with a saved report of another tree (rep["before"]) its figures beside."""
+    rows = merge_rows(rep)
+    if not rows:
+        return []
+    before = {(r["format"], r["form"], r["splits"]): r for r in rep.get("before", {}).get("rows", ())}
+    lines = ["", "In-kernel combine (the decode kernel of each launch offered with it; STATIC, read from the listing "
+                 "once: straight-line code counted once along the listing, both sides of a branch, so at most what "
+                 "one wave runs; * marks a figure with a loop's body counted once, which runs once a trip: there the "
+                 "figure bounds nothing). Outside the loop: the kernel's instructions before and after its main loop. "
+                 "The merge: what follows the arrival (the kernel's first counter atomic), which the last program of "
+                 "a sequence runs: its instructions, its global and buffer loads, and the round trips to memory it "
+                 "waits through one after another (tools/amdgcn.py load_round_trips: loads issued together are one "
+                 "trip, a load issued after a wait that stalled starts the next)."]
+    if before:
+        where = rep["before"]
+        lines[-1] += (f" Before: `{where['command'] or where['source']}`, the same columns of that tree's code "
+                      "(one kernel for every split count, its merge a loop over the splits).")
+        lines += ["", "| format | form | splits | shapes offering it | outside loop, before | after | merge "
+                      "instructions, before | after | merge loads, before | after | round trips, before | after |",
+                  "|---|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    else:
+        lines += ["", "| format | form | splits | shapes offering it | outside loop | merge instructions | merge loads "
+                      "| round trips |", "|---|---|---:|---|---:|---:|---:|---:|"]
+    for key, row in sorted(rows.items()):
+        kv_format, form, splits = key
+        after = _merge_cells(row)
+        if before:
+            old = _merge_cells(before.get(key))
+            cells = " | ".join(f"{b} | {a}" for b, a in zip(old, after))
+        else:
+            cells = " | ".join(after)
+        lines.append(f"| {kv_format} | {form} | {splits} | {', '.join(row['shapes'])} | {cells} |")
+    return lines
 
 
 def aiter_table(rep: dict) -> list[str]:
@@ -631,6 +746,20 @@ def summary(rep: dict, written: list) -> str:
             where = ", ".join(f"{r['batch']}x{r['kv_len']}" for r in chosen)
             lines.append(f"  {label} {where}: met: {'; '.join(met) or 'none'}")
             lines.append(f"    missed: {'; '.join(missed) or 'none'}")
+    before = {(r["format"], r["form"], r["splits"]): r for r in rep.get("before", {}).get("rows", ())}
+    forms = {}
+    for (kv_format, form, splits), row in sorted(merge_rows(rep).items()):
+        forms.setdefault((kv_format, form), []).append((splits, row, before.get((kv_format, form, splits))))
+    for (kv_format, form), rows in forms.items():
+        def figures(name, pick):
+            return "/".join(str(pick(row)[name]) + "*" * bool(pick(row)["loops"]) for row in rows if pick(row))
+        line = (f"in-kernel combine, {kv_format} {form} at {'/'.join(str(n) for n, _, _ in rows)} splits: the merge "
+                f"{figures('instructions', lambda r: r[1]['merge'])} instructions, "
+                f"{figures('round_trips', lambda r: r[1]['merge'])} round trips to memory")
+        if any(old for _, _, old in rows):
+            line += (f" (before: {figures('instructions', lambda r: r[2] and r[2]['merge'])}, "
+                     f"{figures('round_trips', lambda r: r[2] and r[2]['merge'])})")
+        lines.append(line + " (static; * a loop counted once)")
     aiter = rep.get("aiter_asm")
     if aiter is not None and "skipped" in aiter:
         lines.append(f"aiter's a8w8 assembly decode: not read ({aiter['skipped']})")
@@ -720,11 +849,21 @@ def main() -> None:
         parser.add_argument("--asm-dir", type=Path, help="write each specialization's AMDGCN here")
         parser.add_argument("--no-aiter", action="store_true",
                             help="leave aiter's assembly decode out (runs no LLVM program)")
+        parser.add_argument("--submission", type=Path,
+                            help="report this copy of submission.py instead of the checkout's (another tree's, "
+                                 "for --before)")
+        parser.add_argument("--before", type=Path,
+                            help="a saved report (--json) of another tree, made by this report: its in-kernel "
+                                 "combine figures beside this tree's")
         _markdown_options(parser)
         args = parser.parse_args()
         check_outputs(args.json, args.asm_dir, args.markdown)
+        before = before_record(args.before) if args.before is not None else None
         rep = build(args.asm_dir, with_aiter=not args.no_aiter)
         rep["command"] = shlex.join(["python3", "-m", "bench.gfx950_report", *sys.argv[1:]])
+        rep["submission"] = str(Path(sub.__file__).resolve())
+        if before is not None:
+            rep["before"] = before
         if args.json is not None:
             args.json.parent.mkdir(parents=True, exist_ok=True)
             write_output("--json", args.json, json.dumps(rep, indent=1))

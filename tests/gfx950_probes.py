@@ -177,6 +177,25 @@ if gluon is not None:
             gl.store(y_ptr + out, data + 1)
 
 
+    @gluon.jit
+    def gluon_byte_rows_kernel(x_ptr, y_ptr, z_ptr, rows, stride, ROWS: gl.constexpr, BLOCKS: gl.constexpr):
+        # Bytes 0..BLOCKS-1 of x's rows (`stride` bytes apart) as [BLOCKS, ROWS] (BLOCKS / 2 of
+        # one row a thread, as the MXFP4 Gluon form loads its scales) by byte buffer loads, the
+        # rows past `rows` read by none: into y, their offsets moved to 2^31 (one selection a
+        # row, the blocks as the loads' immediate offsets), into z, masked (Triton's lowering:
+        # the masked lanes' offset 0x80000000, no `other`): both rely on the hardware returning
+        # 0 out of range.
+        layout: gl.constexpr = gl.BlockedLayout([BLOCKS // 2, 1], [2, 32], [1, 4], [0, 1])
+        r = gl.expand_dims(gl.arange(0, ROWS, layout=gl.SliceLayout(0, layout)), 0)
+        b = gl.expand_dims(gl.arange(0, BLOCKS, layout=gl.SliceLayout(1, layout)), 1)
+        valid = r < rows
+        lane_blocks = b // (BLOCKS // 2) * (BLOCKS // 2)
+        moved = (gl.where(valid, r * stride, -2147483648) + lane_blocks) + b % (BLOCKS // 2)
+        out = b * ROWS + r
+        gl.store(y_ptr + out, gl_cdna4.buffer_load(x_ptr, moved).to(gl.int32))
+        gl.store(z_ptr + out, gl_cdna4.buffer_load(x_ptr, r * stride + b, mask=valid & (b >= 0)).to(gl.int32))
+
+
 # ---------------------------------------------------------------------------------------
 # probes: (calls, check)
 # ---------------------------------------------------------------------------------------
@@ -449,6 +468,21 @@ def probe_gluon_ring():
     return calls, check
 
 
+def probe_gluon_byte_rows():
+    rows, cap, blocks, stride = 45, 128, 16, 18
+    x = torch.randint(1, 255, (rows, stride), dtype=torch.uint8)  # exactly the rows read: nothing past them
+    y = torch.full((blocks, cap), 7, dtype=torch.int32)
+    z = torch.full((blocks, cap), 7, dtype=torch.int32)
+    calls = [_call(gluon_byte_rows_kernel, (1,), (x, y, z, rows, stride, cap, blocks))]
+
+    def check():
+        want = torch.zeros((blocks, cap), dtype=torch.int32)
+        want[:, :rows] = x[:, :blocks].T.int()
+        assert torch.equal(y, want), "byte loads moved past the range: not 0, or a valid row wrong"
+        assert torch.equal(z, want), "masked byte loads: not 0, or a valid row wrong"
+    return calls, check
+
+
 PROBES = {
     "int ops (add sub mul shifts logic min max div mod select, int64)": probe_int_ops,
     "float ops (add mul fma div exp2 log2 max with NaN)": probe_float_ops,
@@ -467,4 +501,5 @@ PROBES = {
     "layout through LDS (transpose bf16)": probe_transpose(torch.bfloat16, 32, 128),
     "layout through LDS (transpose u8)": probe_transpose(torch.uint8, 64, 64),
     "Gluon LDS ring (buffer loads into LDS, wait_group)": probe_gluon_ring,
+    "Gluon byte buffer loads out of range (0, nothing read)": probe_gluon_byte_rows,
 }

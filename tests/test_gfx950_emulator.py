@@ -64,12 +64,27 @@ MUTANTS = {
     "gluon_ring_reads_the_stage_being_filled": ("'KV_FORMAT': 'fp8', 'FORM': 'gluon', 'SPLIT': False", "lds race"),
     "q_e8m0_scale_one_step_off": ("'KV_FORMAT': 'mxfp4', 'FORM': 'gluon', 'SPLIT': False", "sequence rms"),
     "combine_released_by_one_thread_a_program": (
-        "'KV_FORMAT': 'mxfp4', 'FORM': 'gluon', 'SPLIT': True, 'COMBINE_IN_KERNEL': True", "stale global read"),
+        "'KV_FORMAT': 'mxfp4', 'FORM': 'gluon', 'SPLIT': True, 'COMBINE_IN_KERNEL': True, 'MERGE_SPLITS': 8",
+        "stale global read"),
     "output_row_shifted_by_one": (
-        "'KV_FORMAT': 'fp8', 'FORM': 'gluon', 'SPLIT': True, 'COMBINE_IN_KERNEL': True", "out of bounds"),
-    # (the GPU's poison fences cannot see it: this form zeroes the scale bytes of rows past
-    # the split's end before their values are used; tests/test_memory_safety_gpu.py)
-    "row_clamp_cut_by_one_row": ("'KV_FORMAT': 'mxfp4', 'FORM': 'gluon', 'SPLIT': False", "out of bounds"),
+        "'KV_FORMAT': 'fp8', 'FORM': 'gluon', 'SPLIT': True, 'COMBINE_IN_KERNEL': True, 'MERGE_SPLITS': 2",
+        "out of bounds"),
+    # the Gluon forms' parallel merge (submission._gluon_merge_splits)
+    # (at 2 splits the quick case's longest sequence fills both; at more, the last is empty)
+    "parallel_merge_drops_the_last_split": (
+        "'KV_FORMAT': 'fp8', 'FORM': 'gluon', 'SPLIT': True, 'COMBINE_IN_KERNEL': True, 'MERGE_SPLITS': 2",
+        "sequence rms"),
+    "parallel_merge_weight_written_again": (
+        "'KV_FORMAT': 'mxfp4', 'FORM': 'gluon', 'SPLIT': True, 'COMBINE_IN_KERNEL': True, 'MERGE_SPLITS': 4",
+        "non-finite"),
+    # (the loop merge is right, and only the round trips it waits through tell it apart)
+    "gfx950_forms_merge_in_a_loop": ("'KV_FORMAT': 'mxfp4', 'FORM': 'gluon', 'SPLIT': True, 'COMBINE_IN_KERNEL': True",
+                                     "not merged in parallel"),
+    "row_clamp_cut_by_one_row": ("'KV_FORMAT': 'fp8', 'FORM': 'gluon', 'SPLIT': False", "out of bounds"),
+    # (the GPU's poison fences cannot see it: the row read past the buffer's end is an invalid
+    # row's, whose scale bytes are not read and whose score is -inf; tests/test_memory_safety_gpu.py)
+    "mxfp4_tile_bound_one_row_too_far": ("'KV_FORMAT': 'mxfp4', 'FORM': 'gluon', 'SPLIT': False", "out of bounds"),
+    "mxfp4_valid_rows_one_sided": ("'KV_FORMAT': 'mxfp4', 'FORM': 'gluon', 'SPLIT': False", "sequence rms"),
 }
 
 
@@ -86,14 +101,20 @@ def test_a_slip_every_other_cpu_test_misses_fails_in_the_emulator(tmp_path, name
 
 def test_every_forms_in_kernel_combine_runs_right_in_the_emulator():
     """The arrival protocol of every form (submission._arrive, per-wave fences on gfx950),
-    forced with its in-kernel combine, on the quick case: right, no stale read, and one
-    counter atomic a program (one lane), two in the program that merges."""
+    forced with its in-kernel combine, on the quick case: right, no stale read, one counter
+    atomic a program (one lane), two in the program that merges; the merge recorded, and a
+    form that merges in parallel (KernelForm.merge) within its round trips to memory."""
     from tools import gfx950_cases
+    import submission as sub
     for target in gfx950_cases.forced_combine_targets():
         result = gfx950_cases.run_target(target, gfx950_cases.quick_case(target))
         assert result.passed, f"{target.label}: {result.detail}"
         kinds = {(kind["instructions"], tuple(kind["performed"])) for kind in result.atomics["kinds"]}
         assert kinds == {(1, (1,)), (2, (1, 1))}, (target.label, result.atomics)
+        merge = result.measures["merge"]
+        assert merge["programs"] == len(gfx950_cases.quick_case(target).lengths) and merge["instructions"] > 0, merge
+        parallel = sub.kernel_form(target.offered.kv_format, target.offered.launch.form).merge == "parallel"
+        assert (gfx950_cases.parallel_merge_round_trips(target) is not None) == parallel, target.label
 
 
 def test_every_form_forced_on_an_mi355x_reads_in_the_emulator():

@@ -94,7 +94,7 @@ def test_report_shape(report):
     kernel_keys = {"name", "format", "launch", "vgpr", "agpr", "sgpr", "vgpr_spill", "sgpr_spill",
                    "scratch_bytes", "lds_bytes", "occupancy", "mfma", "loop"}
     kernel_keys |= {"instructions", "outside_loop", "resident_programs", "in_flight_bytes_per_cu", "language",
-                    "lds_bytes_per_cu", "lds_fits", "programs_registers", "programs_lds", "compile_seconds"}
+                    "lds_bytes_per_cu", "lds_fits", "programs_registers", "programs_lds", "compile_seconds", "merge"}
     loop_keys = {"valu", "salu", "vmem", "lds", "mfma", "total", "tokens", "in_flight_bytes_per_wave",
                  "in_flight_bytes_at_mfma", "loads", "unchecked_loads"}
     for kernel in rep["kernels"]:
@@ -379,6 +379,75 @@ def test_render_writes_the_tables_between_the_markers(report, tmp_path):
     # the report's own run wrote the same tables into its markdown file
     written = (folder / "gfx950.md").read_text()
     assert inside.split("\n", 3)[3] in written
+
+
+def test_the_merge_of_every_in_kernel_combine_is_counted(report):
+    """Every decode kernel with the in-kernel combine has merge figures (and no other kernel):
+    the instructions after its first vector atomic, counted here on its AMDGCN's lines; the
+    table names each (format, form, splits) offered with the in-kernel combine; a Gluon
+    form's parallel merge issues more loads than one split's (every split's at once)."""
+    rep, folder = report
+    rows = {}
+    for kernel in rep["kernels"]:
+        in_kernel = kernel["launch"]["constexprs"].get("COMBINE_IN_KERNEL") is True
+        assert (kernel["merge"] is not None) == in_kernel, kernel["name"]
+        if not in_kernel:
+            continue
+        text = (folder / "asm" / f"{kernel['name']}.amdgcn").read_text()
+        code = text[:text.rindex("\ts_endpgm") + len("\ts_endpgm")].splitlines()  # the code, not the metadata
+        # instructions: tab-indented lines, and an inline-asm block's unindented lines
+        lines = [line for line in code if re.match(r"\t[a-z]", line) or re.match(r"[a-z]", line)]
+        atomic = next(i for i, line in enumerate(lines) if re.match(r"\s*(global|buffer)_atomic_", line))
+        assert kernel["merge"]["instructions"] == len(lines) - atomic, kernel["name"]
+        assert kernel["merge"]["loads"] == sum(bool(re.match(r"\s*(global|buffer)_load_", line))
+                                               for line in lines[atomic:])
+        splits = kernel["launch"]["constexprs"]["MERGE_SPLITS"]
+        if splits:  # the parallel merge: at least every split's lse and one chunk of every split's partials
+            assert kernel["merge"]["loads"] >= min(splits, 16) * 2, kernel["name"]
+        for offer in kernel["offered"]:
+            if offer["launch"]["combine_in_kernel"] and offer["launch"]["num_splits"] > 1:
+                rows[(kernel["format"], offer["launch"]["form"], offer["launch"]["num_splits"])] = kernel["name"]
+    offered = {(l["kv_format"], l["form"], l["num_splits"]) for l in _offered_in_kernel_launches()}
+    assert set(rows) == offered and offered
+    table = (folder / "gfx950.md").read_text()
+    for kv_format, form, splits in offered:
+        assert re.search(rf"\| {kv_format} \| {form} \| {splits} \| [0-9x, ]+ \| \d+ \|", table), (kv_format, splits)
+
+
+def _offered_in_kernel_launches() -> list:
+    launches = []
+    for kv_format in ("fp8", "mxfp4"):
+        for batch, kv_len in SHAPES:
+            for launch in submission.launch_candidates(kv_format, batch, kv_len, 256, "gfx950"):
+                if launch.combine_in_kernel and launch.num_splits > 1:
+                    launches.append(dict(dataclasses.asdict(launch), kv_format=kv_format))
+    return launches
+
+
+def test_before_figures_stand_beside_the_merge(report, tmp_path):
+    """--before: a saved report of another tree (here the same one, its merge figures
+    changed) is read, and the table shows its figures beside this one's; a report without
+    merge figures is refused in one line."""
+    rep, folder = report
+    other = json.loads((folder / "report.json").read_text())
+    for kernel in other["kernels"]:
+        if kernel.get("merge"):
+            kernel["merge"] = dict(kernel["merge"], instructions=kernel["merge"]["instructions"] + 100000)
+    before = tmp_path / "before.json"
+    before.write_text(json.dumps(other))
+    from bench import gfx950_report
+    record = gfx950_report.before_record(before)
+    table = gfx950_report.merge_table(dict(rep, before=record))
+    rows = gfx950_report.merge_rows(rep)
+    for (kv_format, form, splits), row in rows.items():
+        after = row["merge"]["instructions"]
+        assert any(line.startswith(f"| {kv_format} | {form} | {splits} |") and f"| {after + 100000}" in line
+                   and f"| {after}" in line for line in table), (kv_format, splits)
+    for kernel in other["kernels"]:
+        kernel.pop("merge", None)
+    before.write_text(json.dumps(other))
+    with pytest.raises(SystemExit):
+        gfx950_report.before_record(before)
 
 
 def test_markdown_needs_its_markers(report, tmp_path):
@@ -792,6 +861,56 @@ def test_load_widths_and_unknown_vmem():
 def test_loads_never_waited_for_fill_the_counter():
     # vmcnt holds 63 on gfx9: a 64th VMEM instruction waits for the oldest
     assert amdgcn.loads_in_flight_at_mfmas(_loop("global_load_dword v1, v[10:11], off", MFMA)) == [63 * 256]
+
+
+def _listing(*lines: str) -> tuple[list, dict]:
+    """Hand-written code (labels at column 0, instructions indented), as tools/amdgcn.py parses it."""
+    return amdgcn.parse("".join(line + "\n" if line.endswith(":") else f"\t{line}\n" for line in lines))
+
+
+LOAD_X4 = "global_load_dwordx4 v[0:3], v[10:11], off nt"
+BUFFER_LOAD = "buffer_load_dword v4, v8, s[4:7], 0 offen"
+STORE = "global_store_dwordx2 v[10:11], v[0:1], off"
+
+
+def test_round_trips_are_the_chain_of_waits_on_loads():
+    def trips(*lines):
+        return amdgcn.load_round_trips(_listing(*lines)[0])
+    # loads issued together, then waited for one by one: one trip
+    assert trips(LOAD_X4, BUFFER_LOAD, LOAD_X4, "s_waitcnt vmcnt(2)", "s_waitcnt vmcnt(1)", "s_waitcnt vmcnt(0)") == 1
+    # a split at a time, each waited for before the next is issued: a trip each
+    assert trips(*[line for _ in range(3) for line in (LOAD_X4, "s_waitcnt vmcnt(0)")]) == 3
+    # a load issued after a wait that stalled starts the next trip, even when an older load
+    # is waited for after it
+    assert trips(LOAD_X4, LOAD_X4, "s_waitcnt vmcnt(1)", BUFFER_LOAD, "s_waitcnt vmcnt(1)", "s_waitcnt vmcnt(0)") == 2
+    # the next chunk issued before this chunk's wait, every chunk's wait after it: one trip a chunk
+    assert trips(LOAD_X4, "s_waitcnt vmcnt(0)", LOAD_X4, "v_add_f32_e32 v1, v2, v3", "s_waitcnt vmcnt(0)",
+                 LOAD_X4, "s_waitcnt vmcnt(0)") == 3
+    # stores, atomics and cache control hold a slot; a wait that retires only them is no trip
+    assert trips(STORE, "s_waitcnt vmcnt(0)", "global_atomic_add v2, v2, v3, s[4:5] sc0", "s_waitcnt vmcnt(0)",
+                 "buffer_inv sc1") == 0
+    assert trips(LOAD_X4, STORE, "s_waitcnt vmcnt(1)") == 1 and trips(STORE, LOAD_X4, "s_waitcnt vmcnt(1)") == 0
+    assert trips(LOAD_X4, "s_waitcnt lgkmcnt(0)") == 0  # a load never waited for: no trip
+    with pytest.raises(ValueError, match="gfx10"):
+        trips(LOAD_X4, "s_waitcnt_vmcnt null, 0")
+
+
+def test_the_merge_is_what_follows_the_arrival():
+    """The figures of the code after a kernel's first vector atomic (the in-kernel combine's
+    arrival): instructions, loads, round trips, loops; none for a kernel without an atomic."""
+    prologue = [LOAD_X4, "s_waitcnt vmcnt(0)", LOAD_X4, "s_waitcnt vmcnt(0)", STORE]
+    merge = ["global_atomic_add v2, v2, v3, s[4:5] sc0", "s_waitcnt vmcnt(0)", "v_readfirstlane_b32 s6, v2",
+             "s_cbranch_scc1 .LBB0_9", "s_waitcnt vmcnt(0) lgkmcnt(0)", "buffer_inv sc1", BUFFER_LOAD, BUFFER_LOAD,
+             "s_waitcnt vmcnt(1)", "s_waitcnt vmcnt(0)", ".LBB0_8:", LOAD_X4, "s_waitcnt vmcnt(0)",
+             "s_cbranch_scc1 .LBB0_8", ".LBB0_9:", "s_endpgm"]
+    instructions, labels = _listing(*prologue, *merge)
+    assert amdgcn.arrival_index(instructions) == len(prologue)
+    assert amdgcn.merge_figures(instructions, labels) == {"instructions": len(merge) - 2, "loads": 3,
+                                                          "round_trips": 2, "loops": 1}
+    assert amdgcn.merge_figures(*_listing(*prologue, "s_endpgm")) is None
+    # a loop before the arrival (the main loop) is none of the merge's
+    instructions, labels = _listing(".LBB0_1:", LOAD_X4, "s_waitcnt vmcnt(0)", "s_cbranch_scc1 .LBB0_1", *merge)
+    assert amdgcn.merge_figures(instructions, labels)["loops"] == 1
 
 
 def test_mfma_cycles_follow_amds_table():

@@ -181,14 +181,22 @@ def test_gluon_mxfp4_refuses_rows_not_16_byte_aligned():
 
 
 def test_gluon_mxfp4_takes_a_buffer_shorter_than_a_tile():
-    """The MXFP4 Gluon form clamps each row of a tile (_gluon_tile_rows), so a KV buffer of
-    fewer rows than a tile, and trimmed or padded scales, are its operands as given. Host
-    logic, on the CPU (the kernel itself: the GPU tests below and the gfx950 emulator)."""
+    """The MXFP4 Gluon form keeps each tile inside the buffer (_gluon_mxfp4_tile_shift, and a
+    buffer shorter than a tile clamped), so a KV buffer of fewer rows than a tile, and trimmed
+    or padded scales, are its operands as given; its arguments need a scale row for every KV
+    row (its tiles read the scales of every row they cover). Host logic, on the CPU (the
+    kernel itself: the GPU tests below and the gfx950 emulator)."""
     launch = sub.KernelLaunch(1, 128, 4, 2, form="gluon", gluon_arch="cdna4")
+    scratch = sub.make_split_scratch(1, launch, "cpu")
+    q = torch.empty((1, 16, 576), dtype=torch.bfloat16, device="meta")
     for rows, scale_shape in ((1, (1, 18)), (53, (53, 18)), (127, (256, 24))):
         kv_data = {"mxfp4": (torch.zeros((rows, 1, 288), dtype=torch.uint8), torch.zeros(scale_shape, dtype=torch.uint8))}
         kv, scales = sub.kv_operands(kv_data, "mxfp4", launch)
         assert kv.shape[0] == rows and scales.shape == scale_shape
+        assert sub.decode_arguments("mxfp4", launch, q, kv, scales, 0.04, scratch)[0]["kv_rows"] == rows
+    with pytest.raises(ValueError, match="a scale row for every KV row"):
+        sub.decode_arguments("mxfp4", launch, q, torch.zeros((53, 288), dtype=torch.uint8),
+                             torch.zeros((52, 18), dtype=torch.uint8), 0.04, scratch)
 
 
 @pytest.mark.parametrize("kv_format", ["fp8", "mxfp4"])

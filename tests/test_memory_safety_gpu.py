@@ -314,7 +314,7 @@ def test_the_fences_catch_every_form_of_a_deliberately_wrong_kernel(mutation, mu
     ends at the buffer's end, and the output must fail the checks. output_row_shifted_by_one:
     the last output row lands in the output's fence. Compiled on a GPU, every form (for the
     row clamp, but the Hopper forms, which read through TMA and have none, and the MXFP4
-    Gluon form, whose values hide the read); on the CPU under the interpreter (the same
+    Gluon form, which has none either); on the CPU under the interpreter (the same
     fences, the same kernels' source), every form for the shifted output, the MXFP4 forms
     for the row clamp: the interpreter converts e4m3
     NaN (0x7F, 0xFF) to +-480, so fp8 poison weighted by a zero probability vanishes there
@@ -329,9 +329,10 @@ def test_the_fences_catch_every_form_of_a_deliberately_wrong_kernel(mutation, mu
     # it comes back as zeros, never the fence's poison, and they have no row clamp for this
     # mutant to cut (compute-sanitizer's memcheck watches their accesses: bench/h200_session.sh hopper).
     tma_forms = {f"{fmt}:{f.name}" for fmt in ("fp8", "mxfp4") for f in sub.forms_of(fmt) if f.gluon_arch == "hopper"}
-    # The MXFP4 Gluon form zeroes the scale bytes of the rows past a split's end before it
-    # uses them, so the poisoned row the mutant reads never reaches a value; the gfx950
-    # emulator sees that read by its address (tests/test_gfx950_emulator.py's mutants).
+    # The MXFP4 Gluon form has no row clamp for this mutant to cut: it moves a tile back inside
+    # the buffer instead, reads no scale byte of a row outside the tile and scores it -inf, so
+    # a row read past the end never reaches a value; the gfx950 emulator sees such a read by
+    # its address (tests/test_gfx950_emulator.py's mxfp4_tile_bound_one_row_too_far).
     unseen_by_values = tma_forms | {"mxfp4:gluon"}
     expected = {form for form in found if not (interpreted_fp8_misses and form.startswith("fp8:"))
                 and not (mutation == "row_clamp_cut_by_one_row" and form in unseen_by_values)}

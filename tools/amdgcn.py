@@ -264,6 +264,61 @@ def loads_in_flight_at_mfmas(loop: list, max_passes: int = MAX_VMCNT + 2) -> lis
     raise ValueError(f"no steady state of the loads in flight after {max_passes} passes over the loop")
 
 
+# --- the in-kernel combine's merge ------------------------------------------------------
+# In the decode kernels the only vector atomics are the in-kernel combine's counter: the
+# first is a program's arrival, and what follows it in the listing is what the last
+# program of a sequence runs to merge the splits (the take-back, the acquire, the loads of
+# the partials, the weighted sums, the output's store), besides the others' exit.
+_ATOMIC = re.compile(r"(buffer|global|flat)_atomic_\w+")
+_LOAD = re.compile(r"(buffer|global|flat)_load_\w+")
+
+
+def arrival_index(instructions: list) -> int | None:
+    """Index in parse's list of the kernel's first vector atomic (the in-kernel combine's
+    arrival); None where it issues none."""
+    return next((index for index, (mnemonic, _) in enumerate(instructions) if _ATOMIC.fullmatch(mnemonic)), None)
+
+
+def load_round_trips(region: list) -> int:
+    """The round trips to memory `region` waits through one after another: a global or
+    buffer load issued at step t of the chain arrives at step t + 1, and an s_waitcnt
+    vmcnt(N) that retires it moves the wave to that step (loads issued together before a
+    wait come back together: one step; a load issued after a wait that stalled starts the
+    next). Compute time is not counted: a load issued before other work and waited for after
+    it costs no more steps than one waited for at once. The region is read straight through,
+    once (both sides of a branch; a loop's body once), from no operation outstanding; every
+    VMEM instruction holds a vmcnt slot (stores, atomics and cache control too: gfx9), and a
+    wait that retires only those moves nothing."""
+    queue, step = [], 0
+    for mnemonic, operands in region:
+        if instruction_class(mnemonic) == "vmem":
+            if len(queue) == MAX_VMCNT:
+                queue.pop(0)
+            queue.append(step + 1 if _LOAD.fullmatch(mnemonic) else 0)  # a load: the step it arrives at
+        elif mnemonic == "s_waitcnt":
+            limit = _vmcnt_limit(operands)
+            if limit is not None and len(queue) > limit:
+                retired, queue = queue[:len(queue) - limit], queue[len(queue) - limit:]
+                step = max(step, *retired)
+        elif mnemonic.startswith("s_waitcnt_"):
+            raise ValueError(f"{mnemonic}: a gfx10+ split counter; the vmcnt model is gfx9's")
+    return step
+
+
+def merge_figures(instructions: list, labels: dict) -> dict | None:
+    """What the listing holds after the arrival (arrival_index), read statically: its
+    instructions, its global / buffer loads, the round trips to memory it waits through
+    (load_round_trips) and the loops among them (each counted once); None for a kernel with
+    no vector atomic."""
+    start = arrival_index(instructions)
+    if start is None:
+        return None
+    region = instructions[start:]
+    loops = [span for span in loop_spans(instructions, labels) if span[0] >= start]
+    return {"instructions": len(region), "loads": sum(bool(_LOAD.fullmatch(m)) for m, _ in region),
+            "round_trips": load_round_trips(region), "loops": len(loops)}
+
+
 # --- registers and occupancy -----------------------------------------------------------
 _RESOURCES = {  # field -> pattern in the "; Kernel info" comments or the metadata YAML
     "vgpr": r"^; NumVgprs: (\d+)$",

@@ -26,9 +26,11 @@ import time
 
 import numpy as np
 import torch
+import triton
 
 import reference
 import submission as sub
+from tools import amdgcn
 from tools import compile_target as ct
 from tools import gfx950_numerics
 from tools.gfx950_emu import (CompiledKernel, EmulationStopped, GlobalMemory, ListingError, Machine,
@@ -115,8 +117,8 @@ def offered_targets() -> list[Target]:
         names = [c.kernel.fn.__name__ for c in offered.calls]
         constexprs = spec.constexpr_values()
         shown = {k: v for k, v in constexprs.items() if k in ("KV_FORMAT", "FORM", "HW_CONVERT", "SPLIT",
-                                                             "COMBINE_IN_KERNEL", "BLOCK_N", "SPLITS_POW2", "COLUMNS",
-                                                             "MIN_KV_LEN")}
+                                                             "COMBINE_IN_KERNEL", "MERGE_SPLITS", "BLOCK_N",
+                                                             "SPLITS_POW2", "COLUMNS", "MIN_KV_LEN")}
         label = f"{names[index]} {shown}" if shown else names[index]
         targets.append(Target(names, identity, offered, index, label))
     return targets
@@ -138,7 +140,7 @@ def forced_combine_targets() -> list[Target]:
         spec = ct.specialize(calls[0], GFX950)
         constexprs = spec.constexpr_values()
         shown = {k: v for k, v in constexprs.items() if k in ("KV_FORMAT", "FORM", "HW_CONVERT", "SPLIT",
-                                                             "COMBINE_IN_KERNEL", "BLOCK_N")}
+                                                             "COMBINE_IN_KERNEL", "MERGE_SPLITS", "BLOCK_N")}
         targets.append(Target([c.kernel.fn.__name__ for c in calls], spec.identity, offered, 0,
                               f"{calls[0].kernel.fn.__name__} {shown} (forced)"))
     return targets
@@ -387,6 +389,8 @@ def _run(target: Target, case: Case, calls, check) -> Result:
     started = time.perf_counter()
     _check_specialization(target, calls)
     machine = Machine(GlobalMemory())
+    merge = MergeRecorder(calls[target.call_index]) if _merges_in_kernel(target) else None
+    machine.trace = merge
     try:
         machine, results = run_calls(calls, machine.memory, machine)
     except (EmulationStopped, NotImplementedInstruction, ListingError) as error:
@@ -400,11 +404,73 @@ def _run(target: Target, case: Case, calls, check) -> Result:
     census = atomic_census(machine)
     if census:
         detail += f"; counter atomics: {census['summary']}"
+    if merge is not None and (executed := merge.census(machine)):
+        measures["merge"] = executed
+        detail += (f"; the merge: {executed['instructions']} instructions and {executed['round_trips']} round trips "
+                   f"to memory a wave at most, after its arrival")
+        limit = parallel_merge_round_trips(target)
+        if limit is not None and executed["round_trips"] > limit:
+            ok = False
+            detail += f" (a parallel merge waits through at most {limit}: not merged in parallel)"
     if violations:
         ok = False
         detail = f"{len(violations)} violation(s), the first: {violations[0]}; result: {detail}"
     return Result(target.label, case.name, instructions, time.perf_counter() - started, ok, detail, violations,
                   census, measures)
+
+
+def parallel_merge_round_trips(target: Target) -> int | None:
+    """The most round trips to memory one wave of a parallel merge (KernelForm.merge
+    "parallel", submission._gluon_merge_splits) waits through for the target's splits: one
+    for each chunk of columns (_gluon_merge_columns), the splits' lse with the first chunk's
+    partials or on their own; None for a form that merges in a loop."""
+    launch = target.offered.launch
+    form = sub.kernel_form(target.offered.kv_format, launch.form)
+    if getattr(form, "merge", "loop") != "parallel":  # (a tree before KernelForm.merge merged in a loop)
+        return None
+    groups = form.tiles[0].threads // 64
+    columns = sub._gluon_merge_columns(sub._gluon_rows_layout("cdna4", groups),
+                                       triton.next_power_of_2(launch.num_splits))
+    return sub.V_HEAD_DIM // columns + 1
+
+
+def _merges_in_kernel(target: Target) -> bool:
+    offered = target.offered
+    return (offered is not None and offered.route != "aiter_fp8"
+            and target.kernels[target.call_index] != "_combine_splits_kernel"
+            and offered.launch.combine_in_kernel and offered.launch.num_splits > 1)
+
+
+class MergeRecorder:
+    """A Machine.trace that records, for every wave of the decode call's launch, the
+    instructions it executes past the kernel's first vector atomic (the in-kernel combine's
+    arrival, tools/amdgcn.arrival_index): for the programs that merge, the merge as it ran,
+    its loops as often as they ran (the static reading of bench/gfx950_report.py counts a
+    loop once)."""
+
+    def __init__(self, call):
+        listing = compile_for_gfx950(call).listing
+        start = amdgcn.arrival_index([(ins.mnemonic, "") for ins in listing.instructions])
+        self.kernel = listing
+        self.arrival_line = None if start is None else listing.instructions[start].line
+        self.executed = collections.defaultdict(list)   # (workgroup, wave) -> [(mnemonic, operands)]
+
+    def __call__(self, wave, compiled):
+        ins = compiled.ins
+        if self.arrival_line is not None and ins.line >= self.arrival_line and wave.workgroup.launch.kernel is self.kernel:
+            self.executed[(wave.workgroup.ids, wave.index)].append((ins.mnemonic, ins.text[len(ins.mnemonic):].strip()))
+
+    def census(self, machine: Machine) -> dict:
+        """Over the programs that merged (those that issued a second counter atomic, the
+        take-back): the most instructions and round trips to memory (amdgcn.load_round_trips,
+        on the executed sequence) of one wave after its arrival; {} where none merged."""
+        atomics = collections.Counter(issue.workgroup for issue in machine.atomics)
+        merging = {workgroup for workgroup, count in atomics.items() if count >= 2}
+        runs = [run for (workgroup, _), run in self.executed.items() if workgroup in merging]
+        if not runs:
+            return {}
+        return {"programs": len(merging), "instructions": max(len(run) for run in runs),
+                "round_trips": max(amdgcn.load_round_trips(run) for run in runs)}
 
 
 def atomic_census(machine: Machine) -> dict:

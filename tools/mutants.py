@@ -102,8 +102,8 @@ _MUTANTS = (
     Mutant("row_clamp_cut_by_one_row",
            "every form's row clamp cut by one row: the tile rows past a split's end read row hi (one past the "
            "split's last row) instead of repeating row hi - 1; where a split ends at the KV buffer's last row, that "
-           "is one row past the buffer. The MXFP4 bf16 form masks its loads by row instead of clamping; the Gluon "
-           "forms' shared clamp (_gluon_tile_rows) lets a tile's rows reach row hi",
+           "is one row past the buffer. The MXFP4 bf16 form masks its loads by row instead of clamping; the fp8 Gluon "
+           "form's clamp (_gluon_tile_rows) lets a tile's rows reach row hi",
            (Edit("rows = tl.minimum(tl.arange(0, BLOCK_N), hi - 1 - start)",
                  "rows = tl.minimum(tl.arange(0, BLOCK_N), hi - start)"),
             Edit("last_row = tl.minimum(hi - 1 - start, GROUPS * TOKENS - 1)",
@@ -120,8 +120,26 @@ _MUTANTS = (
            (Edit(" _store_rows(out_ptr, q_row, stride_o_tok", " _store_rows(out_ptr, q_row + 1, stride_o_tok", 2),
             Edit("tl.store(out_ptr + q_row.to(tl.int64) * stride_o_tok",
                  "tl.store(out_ptr + (q_row + 1).to(tl.int64) * stride_o_tok"),
+            Edit("out_base = (out_ptr + q_row.to(gl.int64) * stride_o_tok",
+                 "out_base = (out_ptr + (q_row + 1).to(gl.int64) * stride_o_tok"),
             Edit("_gluon_store_rows(out_ptr, q_row, stride_o_tok", "_gluon_store_rows(out_ptr, q_row + 1, stride_o_tok",
                  2))),
+
+    Mutant("mxfp4_tile_bound_one_row_too_far",
+           "the MXFP4 Gluon form's bound on its tiles one row too far: a tile at the KV buffer's end moved back to "
+           "end one row past it, and a buffer shorter than a tile clamped to one row past its end (only the gfx950 "
+           "emulator's per-access check sees it: the row read past the end is an invalid row's)",
+           (Edit("    return gl.maximum(start - gl.maximum(kv_rows - BLOCK_N, 0), 0)",
+                 "    return gl.maximum(start - gl.maximum(kv_rows - BLOCK_N + 1, 0), 0)"),
+            Edit("rows = gl.minimum(_gluon_axis2(ROWS, 0, layout), kv_rows - 1)",
+                 "rows = gl.minimum(_gluon_axis2(ROWS, 0, layout), kv_rows)"),
+            Edit("rows = gl.minimum(_gluon_axis2(BLOCK_N, 1, layout), kv_rows - 1) * stride_sr",
+                 "rows = gl.minimum(_gluon_axis2(BLOCK_N, 1, layout), kv_rows) * stride_sr"))),
+    Mutant("mxfp4_valid_rows_one_sided",
+           "the MXFP4 Gluon form's row validity without the tile's shift: the rows a tile at the buffer's end is "
+           "moved back over (those of the tile before it) count twice",
+           (Edit("    return (rows - shift).to(gl.uint32) < gl.maximum(hi - start, 0).to(gl.uint32)",
+                 "    return rows < hi - start"),)),
 
     # ---- the in-kernel combine's release and acquire on gfx950
     # (bench/combine_release.py, tests/test_combine_release.py, the gfx950 emulator) ----
@@ -141,6 +159,23 @@ _MUTANTS = (
            "the partials unordered",
            (Edit('_WAVE_ACQUIRE_ASM = tl.constexpr("s_waitcnt vmcnt(0) lgkmcnt(0)\\nbuffer_inv sc1")',
                  '_WAVE_ACQUIRE_ASM = tl.constexpr("s_waitcnt vmcnt(0) lgkmcnt(0)")'),)),
+
+    # ---- the Gluon forms' parallel merge (KernelForm.merge "parallel"): the gfx950 emulator
+    # (tests/test_gfx950_emulator.py), tests/test_rules.py (the rules) ----
+    Mutant("parallel_merge_drops_the_last_split",
+           "the parallel merge weighs one split too few (the last split's partial left out)",
+           (Edit("used = gl.expand_dims(splits < gl.minimum(recorded, num_splits), 1)",
+                 "used = gl.expand_dims(splits < gl.minimum(recorded, num_splits) - 1, 1)"),)),
+    Mutant("parallel_merge_weight_written_again",
+           "the Gluon parallel merge weighs the splits by its own exp2 instead of the rule (_merge_weight): an "
+           "empty sequence's lse are all -inf, its weights NaN",
+           (Edit("w = _merge_weight(lse, gl.expand_dims(gl.max(lse, 0), 0))",
+                 "w = gl.exp2(lse - gl.expand_dims(gl.max(lse, 0), 0))"),)),
+    Mutant("gfx950_forms_merge_in_a_loop",
+           "the Gluon forms' last program merges a split at a time (KernelForm.merge \"loop\", the Hopper forms')",
+           (Edit("def _merge_splits(form: KernelForm, launch) -> int:\n",
+                 "def _merge_splits(form: KernelForm, launch) -> int:\n"
+                 "    form = dataclasses.replace(form, merge=\"loop\")\n"),)),
 
     # ---- what only the gfx950 emulator runs (tests/test_gfx950_emulator.py) ----
     Mutant("gluon_ring_reads_the_stage_being_filled",
@@ -205,6 +240,13 @@ _MUTANTS = (
             Edit("@gluon_jit\ndef _gluon_mxfp4_tile_max(",
                  "@gluon_jit\ndef _nan_max(a, b):\n    return gl.maximum(a, b, propagate_nan=tl.PropagateNan.ALL)\n\n\n"
                  "@gluon_jit\ndef _gluon_mxfp4_tile_max(")), "variant"),
+    Mutant("mxfp4_scale_rows_zeroed_after_load",
+           "the scale bytes of the rows outside a tile loaded and then zeroed (one selection a byte), rather than "
+           "their row offset moved out of the buffer descriptor's range (one selection a row)",
+           (Edit("        return gl_cdna4.buffer_load(base, (gl.where(valid, rows, -2147483648) + lane_blocks) + "
+                 "register_blocks)",
+                 "        return gl.where(valid, gl_cdna4.buffer_load(base, (rows + lane_blocks) + register_blocks), 0)"),),
+           "variant"),
     Mutant("mxfp4_v_scales_shifted_where_read",
            "V's scale bytes shifted into the fp32 exponent by each reading lane (32 a tile) rather than once when "
            "stored (8 a tile)",

@@ -3,7 +3,8 @@ of one: what the oracle must cover (tests/test_gfx950_pcode.py checks it does;
 bench/pcode_coverage.py and bench/pcode_throughput.py report on it)."""
 
 # The opcodes of every gfx950 kernel the project compiles (the listings of the 8 leaderboard
-# shapes' kernels, 207 mnemonics with their encoding suffixes, 184 without).
+# shapes' kernels, 207 mnemonics with their encoding suffixes, 184 without; s_cmpk_lt_u32 added with
+# the Gluon forms' parallel merge, v_subrev_u32 with the MXFP4 Gluon form's tile shift).
 KERNEL_OPCODES = (
     'buffer_inv', 'buffer_load_dword', 'buffer_load_dwordx2', 'buffer_load_dwordx4',
     'buffer_load_ubyte', 'buffer_store_dword', 'buffer_store_dwordx4', 'buffer_store_short',
@@ -18,7 +19,7 @@ KERNEL_OPCODES = (
     's_ashr_i32', 's_barrier', 's_bcnt1_i32_b64', 's_bfe_u32', 's_branch', 's_cbranch_execnz',
     's_cbranch_execz', 's_cbranch_scc0', 's_cbranch_scc1', 's_cbranch_vccnz', 's_cmp_eq_u32',
     's_cmp_ge_i32', 's_cmp_ge_u32', 's_cmp_gt_i32', 's_cmp_lg_u32', 's_cmp_lt_i32',
-    's_cmpk_lg_i32', 's_cselect_b32', 's_cselect_b64', 's_endpgm', 's_load_dword',
+    's_cmpk_lg_i32', 's_cmpk_lt_u32', 's_cselect_b32', 's_cselect_b64', 's_endpgm', 's_load_dword',
     's_load_dwordx2', 's_load_dwordx4', 's_load_dwordx8', 's_lshl_b32', 's_lshl_b64', 's_lshr_b32',
     's_max_i32', 's_min_i32', 's_min_u32', 's_mov_b32', 's_mov_b64', 's_movk_i32', 's_mul_hi_i32',
     's_mul_hi_u32', 's_mul_i32', 's_nop', 's_not_b32', 's_or_b32', 's_or_b64',
@@ -40,7 +41,7 @@ KERNEL_OPCODES = (
     'v_mul_i32_i24', 'v_mul_lo_u32', 'v_mul_u32_u24', 'v_not_b32', 'v_or3_b32', 'v_or_b32',
     'v_perm_b32', 'v_permlane16_swap_b32', 'v_permlane32_swap_b32', 'v_pk_add_f32', 'v_pk_fma_f32',
     'v_pk_mul_f32', 'v_rcp_f32', 'v_rcp_iflag_f32', 'v_readfirstlane_b32', 'v_readlane_b32',
-    'v_sub_co_u32', 'v_sub_f32', 'v_sub_u32', 'v_subb_co_u32', 'v_xad_u32', 'v_xor_b32',
+    'v_sub_co_u32', 'v_sub_f32', 'v_sub_u32', 'v_subb_co_u32', 'v_subrev_u32', 'v_xad_u32', 'v_xor_b32',
 )
 # In none of AMD's CDNA pseudocode tables (tinygrad 0.14.0's PCODE).
 NO_PCODE = {

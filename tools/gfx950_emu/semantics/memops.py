@@ -9,8 +9,11 @@ no add_tid): the address is base + soffset + voffset (offen) + the instruction's
 a lane whose voffset + offset reaches num_records (the descriptor's third word) is out of
 range: its load returns zeros and its store is dropped, as the hardware's range check
 does. The kernels' descriptors carry num_records 0x7ffffffe, so this drops only the
-masked lanes' offset 0x80000000: every other lane must lie inside a tensor, which the
-extent check decides."""
+offsets of 2^31 and more: Triton's masked lanes (0x80000000) and the MXFP4 Gluon form's
+scale rows outside its tile (0x80000000 + the block, as the immediate offset); every other
+lane must lie inside a tensor, which the extent check decides. An out-of-range lane reads
+nothing (no extent check, no byte read) and its load returns 0 (AMD's statements:
+sources/memory_and_launch.md 1.3; tests/test_gfx950_emu_probes.py holds byte loads to it)."""
 from __future__ import annotations
 
 import re

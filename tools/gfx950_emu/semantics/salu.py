@@ -177,14 +177,23 @@ def _mulk(ins, kernel):
     return (lambda wave: dst(wave, (_s32(ra(wave)) * imm) & MASK32)), 1
 
 
-@register("s_cmpk_lg_i32")
-def _cmpk_lg(ins, kernel):
+def _cmpk(ins, kernel):
+    """SOPK compares: SCC = S0 <cond> SIMM16, the immediate sign-extended for the i32 forms
+    and zero-extended for the u32 forms, S0 read as the same kind."""
+    check_modifiers(ins, set())
+    _, cond, kind = ins.mnemonic.rsplit("_", 2)
     ra = scalar_reader(ins.operands[0])
-    imm = _s16(_simm16(ins))
+    signed = kind == "i32"
+    imm = _s16(_simm16(ins)) if signed else _simm16(ins) & 0xFFFF
+    compare = _CMP[cond]
 
     def run(wave):
-        wave.scc = int(_s32(ra(wave)) != imm)
+        a = ra(wave)
+        wave.scc = int(compare(_s32(a) if signed else a, imm))
     return run, 0
+
+
+register(*(f"s_cmpk_{cond}_{kind}" for cond in _CMP for kind in ("u32", "i32")))(_cmpk)
 
 
 # ---- SOPP: control ----

@@ -177,6 +177,7 @@ OPS = {
     "v_bfrev_b32": (("b32",), "b32", lambda a: _bitreverse(a)),
     "v_add_u32": (("u32", "u32"), "u32", lambda a, b: a + b),
     "v_sub_u32": (("u32", "u32"), "u32", lambda a, b: a - b),
+    "v_subrev_u32": (("u32", "u32"), "u32", lambda a, b: b - a),
     "v_and_b32": (("b32", "b32"), "b32", lambda a, b: a & b),
     "v_or_b32": (("b32", "b32"), "b32", lambda a, b: a | b),
     "v_xor_b32": (("b32", "b32"), "b32", lambda a, b: a ^ b),
