@@ -43,12 +43,16 @@ def int_ops_kernel(x_ptr, y_ptr, o_ptr, wide_ptr, n, BLOCK: tl.constexpr):
 
 
 @triton.jit
-def float_ops_kernel(a_ptr, b_ptr, c_ptr, o_ptr, n, BLOCK: tl.constexpr):
+def _three_float_inputs(a_ptr, b_ptr, c_ptr, n, BLOCK: tl.constexpr):
+    # (this program's elements, their mask, a, b, c there)
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     m = offs < n
-    a = tl.load(a_ptr + offs, mask=m)
-    b = tl.load(b_ptr + offs, mask=m)
-    c = tl.load(c_ptr + offs, mask=m)
+    return offs, m, tl.load(a_ptr + offs, mask=m), tl.load(b_ptr + offs, mask=m), tl.load(c_ptr + offs, mask=m)
+
+
+@triton.jit
+def float_ops_kernel(a_ptr, b_ptr, c_ptr, o_ptr, n, BLOCK: tl.constexpr):
+    offs, m, a, b, c = _three_float_inputs(a_ptr, b_ptr, c_ptr, n, BLOCK)
     base = o_ptr + offs * 8
     tl.store(base + 0, a + b, mask=m)
     tl.store(base + 1, a * b, mask=m)
@@ -62,11 +66,7 @@ def float_ops_kernel(a_ptr, b_ptr, c_ptr, o_ptr, n, BLOCK: tl.constexpr):
 
 @triton.jit
 def nan_max_kernel(a_ptr, b_ptr, c_ptr, o_ptr, n, BLOCK: tl.constexpr):
-    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    m = offs < n
-    a = tl.load(a_ptr + offs, mask=m)
-    b = tl.load(b_ptr + offs, mask=m)
-    c = tl.load(c_ptr + offs, mask=m)
+    offs, m, a, b, c = _three_float_inputs(a_ptr, b_ptr, c_ptr, n, BLOCK)
     hi = tl.maximum(tl.maximum(a, b, propagate_nan=tl.PropagateNan.ALL), c, propagate_nan=tl.PropagateNan.ALL)
     lo = tl.minimum(tl.minimum(a, b, propagate_nan=tl.PropagateNan.ALL), c, propagate_nan=tl.PropagateNan.ALL)
     tl.store(o_ptr + offs * 2, hi, mask=m)

@@ -143,6 +143,20 @@ class Checked:
         return (f"{sum(self.launches.values())} launches checked ({dict(self.launches)}), {self.cases} cases "
                 f"(input x launch), {sum(self.accesses.values())} addresses, {len(self.refused)} refused by name")
 
+    def counted_by(self, check: AddressCheck) -> "Checked":
+        """This record with the launches and addresses `check` saw (the worker's return)."""
+        self.launches, self.accesses = check.launches, check.accesses
+        return self
+
+
+def _checked_without_violations(title: str, run_in_worker, *args) -> Checked:
+    """Runs `run_in_worker` in the interpreter worker, prints its summary under `title` and
+    fails on its first ten violations."""
+    checked = _worker.run(run_in_worker, *args)
+    print(f"\n[{title}] {checked.summary()}")
+    assert not checked.violations, "\n\n".join(checked.violations[:10])
+    return checked
+
 
 def _run_decode_cases_in_worker(kv_format: str) -> Checked:
     from tools.robustness import ALIGNMENT_REFUSAL
@@ -166,15 +180,12 @@ def _run_decode_cases_in_worker(kv_format: str) -> Checked:
                         if not ALIGNMENT_REFUSAL.search(str(error)):
                             raise
                         checked.refused.append(f"{runner.label} on {input_name}/{call_name}")
-    checked.launches, checked.accesses = check.launches, check.accesses
-    return checked
+    return checked.counted_by(check)
 
 
 @pytest.mark.parametrize("kv_format", ["fp8", "mxfp4"])
 def test_decode_and_combine_stay_inside_their_tensors(kv_format):
-    checked = _worker.run(_run_decode_cases_in_worker, kv_format)
-    print(f"\n[{kv_format}] {checked.summary()}")
-    assert not checked.violations, "\n\n".join(checked.violations[:10])
+    checked = _checked_without_violations(kv_format, _run_decode_cases_in_worker, kv_format)
     assert checked.launches["_mla_decode_kernel"] > 0 and checked.launches["_combine_splits_kernel"] > 0
     # Only the MXFP4 waves form refuses rows that are not 4-byte aligned, and only there.
     assert all("form=waves" in r and r.endswith("misaligned/valid") for r in checked.refused), checked.refused
@@ -198,14 +209,11 @@ def _run_q_quantizer_in_worker() -> Checked:
                 sub.quantize_q_fp8_into(q, scratch)
             except AddressViolation as error:
                 checked.violations.append(f"{rows} rows, {fp8_dtype}, block {block}: {error}")
-    checked.launches, checked.accesses = check.launches, check.accesses
-    return checked
+    return checked.counted_by(check)
 
 
 def test_q_quantizer_stays_inside_its_tensors():
-    checked = _worker.run(_run_q_quantizer_in_worker)
-    print(f"\n[q quantizer] {checked.summary()}")
-    assert not checked.violations, "\n\n".join(checked.violations)
+    checked = _checked_without_violations("q quantizer", _run_q_quantizer_in_worker)
     assert set(checked.launches) == {"_q_abs_max_partials_kernel", "_q_fp8_quantize_kernel"}
 
 
@@ -243,14 +251,12 @@ def _run_aiter_guards_in_worker() -> Checked:
                             checked.violations.append(f"{runner.label} on {name}, block {check_block}: {error}")
     finally:
         sub.aiter_ops, sub.KV_LENGTH_CHECK_BLOCK = saved
-    checked.launches, checked.accesses = check.launches, check.accesses
-    return checked
+    return checked.counted_by(check)
 
 
 def test_aiter_guards_stay_inside_their_tensors():
-    checked = _worker.run(_run_aiter_guards_in_worker)
-    print(f"\n[aiter guards: length checks and kv_indptr comparisons] {checked.summary()}")
-    assert not checked.violations, "\n\n".join(checked.violations)
+    checked = _checked_without_violations("aiter guards: length checks and kv_indptr comparisons",
+                                          _run_aiter_guards_in_worker)
     assert {"_q_abs_max_partials_checked_kernel", "_kv_lengths_check_kernel",  # metadata=per_call
             "_q_abs_max_partials_compared_kernel", "_kv_indptr_compare_kernel"} <= set(checked.launches)  # cached
 

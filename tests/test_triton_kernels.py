@@ -162,6 +162,24 @@ def make_mxfp4(rows, scale_lo, scale_hi, padded=False, gen=None):
     return buf, scales
 
 
+def fp8_case(lengths, launch):
+    """(q, fp8 bytes, scale, dequantized KV, qo_indptr, kv_indptr): a random fp8 case of
+    these sequence lengths, seeded by them and the launch's splits."""
+    gen = torch.Generator().manual_seed(sum(lengths) + launch.num_splits)
+    qo, kv_indptr = make_indptr(lengths)
+    buf, scale, kv = make_fp8(int(kv_indptr[-1]), gen)
+    return torch.randn(len(lengths), 16, 576, generator=gen).bfloat16(), buf, scale, kv, qo, kv_indptr
+
+
+def mxfp4_case(lengths, launch):
+    """(q, e2m1 bytes, e8m0 scales, qo_indptr, kv_indptr): a random MXFP4 case as fp8_case;
+    the scales padded (aiter's older layout) on an even number of splits."""
+    gen = torch.Generator().manual_seed(sum(lengths) + launch.num_splits)
+    qo, kv_indptr = make_indptr(lengths)
+    buf, scales = make_mxfp4(int(kv_indptr[-1]), 122, 130, padded=launch.num_splits % 2 == 0, gen=gen)
+    return torch.randn(len(lengths), 16, 576, generator=gen).bfloat16(), buf, scales, qo, kv_indptr
+
+
 L = sub.KernelLaunch
 LENGTHS = [[257], [257], [1, 31, 300], [1, 31, 300], [64, 0, 31], [300, 64]]
 SPLITS = [1, 4, 1, 3, 2, 8]  # one split and several, mixed lengths, an empty sequence
@@ -173,20 +191,14 @@ FP8_CASES = [(n, L(s, bn, 4, 2, not ik)) for n, s, bn, ik in zip(LENGTHS, SPLITS
 
 @pytest.mark.parametrize("lengths,launch", MXFP4_CASES)
 def test_mxfp4_matches_fp64_attention(lengths, launch):
-    gen = torch.Generator().manual_seed(sum(lengths) + launch.num_splits)
-    qo, kv_indptr = make_indptr(lengths)
-    buf, scales = make_mxfp4(int(kv_indptr[-1]), 122, 130, padded=launch.num_splits % 2 == 0, gen=gen)
-    q = torch.randn(len(lengths), 16, 576, generator=gen).bfloat16()
+    q, buf, scales, qo, kv_indptr = mxfp4_case(lengths, launch)
     ref = attention_ref(q, dequant_mxfp4(buf, scales), qo, kv_indptr)
     assert_close(run_mxfp4(q, buf, scales, qo, kv_indptr, launch), ref)
 
 
 @pytest.mark.parametrize("lengths,launch", FP8_CASES)
 def test_fp8_matches_fp64_attention(lengths, launch):
-    gen = torch.Generator().manual_seed(sum(lengths) + launch.num_splits)
-    qo, kv_indptr = make_indptr(lengths)
-    buf, scale, kv = make_fp8(int(kv_indptr[-1]), gen)
-    q = torch.randn(len(lengths), 16, 576, generator=gen).bfloat16()
+    q, buf, scale, kv, qo, kv_indptr = fp8_case(lengths, launch)
     ref = attention_ref(q, kv, qo, kv_indptr)
     assert_close(run_fp8(q, buf, scale, qo, kv_indptr, launch), ref, fp16_p_rounding(kv[:, :512], max(lengths)))
 
@@ -213,10 +225,7 @@ def test_mxfp4_waves_form_matches_fp64_attention_on_e4m3_q(lengths, launch):
     hardware convert by the bit decode; everything but Q's e4m3 rounding is exact.
     Splits of one group or several, sequences shorter than a group, groups whose rows
     are all past a split's end, an empty sequence, padded scales (row stride 24)."""
-    gen = torch.Generator().manual_seed(sum(lengths) + launch.num_splits)
-    qo, kv_indptr = make_indptr(lengths)
-    buf, scales = make_mxfp4(int(kv_indptr[-1]), 122, 130, padded=launch.num_splits % 2 == 0, gen=gen)
-    q = torch.randn(len(lengths), 16, 576, generator=gen).bfloat16()
+    q, buf, scales, qo, kv_indptr = mxfp4_case(lengths, launch)
     ref = attention_ref(q_e4m3(q, 512), dequant_mxfp4(buf, scales), qo, kv_indptr)
     assert_close(run_mxfp4(q, buf, scales, qo, kv_indptr, launch), ref)
 
@@ -234,10 +243,7 @@ def assert_e4m3_p_close(out, q, kv, qo, kv_indptr):
 
 @pytest.mark.parametrize("lengths,launch", WAVES_CASES)
 def test_fp8_e4m3_waves_form_matches_fp64_attention_on_e4m3_q(lengths, launch):
-    gen = torch.Generator().manual_seed(sum(lengths) + launch.num_splits)
-    qo, kv_indptr = make_indptr(lengths)
-    buf, scale, kv = make_fp8(int(kv_indptr[-1]), gen)
-    q = torch.randn(len(lengths), 16, 576, generator=gen).bfloat16()
+    q, buf, scale, kv, qo, kv_indptr = fp8_case(lengths, launch)
     assert_e4m3_p_close(run_fp8(q, buf, scale, qo, kv_indptr, launch), q, kv, qo, kv_indptr)
 
 

@@ -656,13 +656,18 @@ class _InsView:
         self.text = ins.text
 
 
+def _mad64_operands(ins, factor_code):
+    """(write D, write the carry mask, read A, read B, read C) of a 64-bit multiply-add:
+    D = A * B + C, A and B read as `factor_code`, C as 64 bits."""
+    check_modifiers(ins, set())
+    return (vector_writer(ins.operands[0], 64), _mask_writer(_InsView(ins, 1)),
+            vector_reader(ins.operands[2], factor_code), vector_reader(ins.operands[3], factor_code),
+            vector_reader(ins.operands[4], "u64"))
+
+
 @register("v_mad_u64_u32")
 def _mad_u64_u32(ins, kernel):
-    check_modifiers(ins, set())
-    write = vector_writer(ins.operands[0], 64)
-    carry = _mask_writer(_InsView(ins, 1))
-    ra, rb = vector_reader(ins.operands[2], "u32"), vector_reader(ins.operands[3], "u32")
-    rc = vector_reader(ins.operands[4], "u64")
+    write, carry, ra, rb, rc = _mad64_operands(ins, "u32")
 
     def run(wave):
         a = nm.lanes(ra(wave), U64)
@@ -677,11 +682,7 @@ def _mad_u64_u32(ins, kernel):
 
 @register("v_mad_i64_i32")
 def _mad_i64_i32(ins, kernel):
-    check_modifiers(ins, set())
-    write = vector_writer(ins.operands[0], 64)
-    carry = _mask_writer(_InsView(ins, 1))
-    ra, rb = vector_reader(ins.operands[2], "b32"), vector_reader(ins.operands[3], "b32")
-    rc = vector_reader(ins.operands[4], "u64")
+    write, carry, ra, rb, rc = _mad64_operands(ins, "b32")
 
     def run(wave):
         a = nm.lanes(ra(wave), U32).view(I32).astype(object)
