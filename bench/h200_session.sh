@@ -34,6 +34,11 @@
 #       # worker busy past a device call's limit), where pytest-xdist imports (else alone too),
 #       # stopped by SIGINT after SUITE_LIMIT_S (default 480) so that pytest still prints its
 #       # summary line, which the step prints; a test that fails among the workers is run again alone
+#   OUT=dir bash bench/h200_session.sh floor     # a call at its floor: the GPU tests of the
+#       # launches kept between calls and of the call captured in a CUDA graph and replayed
+#       # (every route and form that serves here, forced), then bench/report.py measure (leaderboard
+#       # clock, graph-replayed device time, host time in a caller's loop, bandwidth and one-launch
+#       # floor in the same run) under $OUT/report
 #   OUT=dir bash bench/h200_session.sh verify    # errors against exact attention on the 8
 #       # benchmark inputs (bench/verify_errors.py); the Q quantizer's bit-exactness and
 #       # device time (bench/q_quant_time.py); the set-up's view of this GPU stack
@@ -200,6 +205,16 @@ suite)
     echo "   pytest's summary line (exit $rest): $(tail -n 1 "$out/pytest_rest.log")" | tee -a "$out/session.log"
     step "done"
     ;;
+floor)
+    step "pytest tests/test_graph_capture.py tests/test_host_launches.py"
+    timeout 240 python3 -m pytest -q tests/test_graph_capture.py tests/test_host_launches.py \
+        > "$out/pytest_floor.log" 2>&1 || status=1
+    echo "   pytest's summary line: $(tail -n 1 "$out/pytest_floor.log")" | tee -a "$out/session.log"
+    step "bench/report.py measure"
+    timeout 300 python3 -m bench.report measure --out "$out/report" > "$out/report.log" 2>&1 || status=1
+    tail -n 14 "$out/report.log"
+    step "done"
+    ;;
 verify)
     step "bench/verify_errors.py"
     python3 -m bench.verify_errors --out "$out" > "$out/verify_errors.log" 2>&1 || status=1
@@ -214,7 +229,7 @@ verify)
     step "done"
     ;;
 *)
-    echo "usage: OUT=dir $0 harness|compare|routes|forms|gluon|gluon-mxfp4|hopper|gluon-robustness|suite|verify" >&2
+    echo "usage: OUT=dir $0 harness|compare|routes|forms|gluon|gluon-mxfp4|hopper|gluon-robustness|suite|floor|verify" >&2
     exit 2
     ;;
 esac
