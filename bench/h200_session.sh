@@ -36,7 +36,8 @@
 #       # summary line, which the step prints; a test that fails among the workers is run again alone
 #   OUT=dir bash bench/h200_session.sh floor     # a call at its floor: the GPU tests of the
 #       # launches kept between calls and of the call captured in a CUDA graph and replayed
-#       # (every route and form that serves here, forced), then bench/report.py measure (leaderboard
+#       # (every route and form that serves here, forced), each candidate's time and error
+#       # (MLA_DEBUG benchmark), then bench/report.py measure (leaderboard
 #       # clock, graph-replayed device time, host time in a caller's loop, bandwidth and one-launch
 #       # floor in the same run) under $OUT/report
 #   OUT=dir bash bench/h200_session.sh verify    # errors against exact attention on the 8
@@ -210,6 +211,8 @@ floor)
     timeout 240 python3 -m pytest -q tests/test_graph_capture.py tests/test_host_launches.py \
         > "$out/pytest_floor.log" 2>&1 || status=1
     echo "   pytest's summary line: $(tail -n 1 "$out/pytest_floor.log")" | tee -a "$out/session.log"
+    step "MLA_DEBUG=1 eval.py benchmark (every candidate's time and error, the choice)"
+    MLA_DEBUG=1 timeout 200 python3 eval.py benchmark > "$out/debug_benchmark.log" 2>&1 || status=1
     step "bench/report.py measure"
     timeout 300 python3 -m bench.report measure --out "$out/report" > "$out/report.log" 2>&1 || status=1
     tail -n 14 "$out/report.log"
