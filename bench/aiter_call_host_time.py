@@ -22,11 +22,10 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
-from types import SimpleNamespace
 
 import reference
 import submission
-from tools.fake_aiter import FakeAiter
+from bench.host_time import no_op_aiter
 
 
 class _NoOpCompiled:
@@ -50,9 +49,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=2000)
     args = parser.parse_args()
-    no_op = lambda *a, **k: None  # noqa: E731
-    submission.aiter_ops = SimpleNamespace(get_mla_metadata_info_v1=FakeAiter().get_mla_metadata_info_v1,
-                                           get_mla_metadata_v1=no_op, mla_decode_fwd=no_op)
+    submission.aiter_ops = no_op_aiter()
     # A launch does nothing and returns what a compiled kernel's handle would be: one that does
     # nothing (so the route's later calls take the path they take after Triton's JIT on a GPU)
     submission.KernelCall.launch = lambda self: NO_OP_COMPILED

@@ -21,7 +21,7 @@ is computed): per KV format, the form a plan offers first on the target (sm_90: 
 forms; gfx950: the Gluon forms), its first launch of one kernel (one split, or the in-kernel
 combine) and its first of two (the combine kernel); on gfx950 also the aiter route (the
 leaderboard's GPU), each metadata variant, a8w8 and a16w8 at 16 splits, aiter's own calls
-replaced by no-ops (bench/aiter_call_host_time.py's stand-in).
+replaced by no-ops (no_op_aiter, which bench/aiter_call_host_time.py shares).
 
 Per row: the median over --rounds of the per-call time of --runs calls in a loop; the
 Triton launches and the calls into aiter a call makes; and, from one call under a torch
@@ -82,12 +82,18 @@ def _aiter_call(*args, **kwargs) -> None:
     AITER_CALLS[0] += 1
 
 
-def _aiter_runners(sub, shape, data):
+def no_op_aiter(entry_point=lambda *args, **kwargs: None):
+    """A stand-in for aiter's ops on the host: the test fake's get_mla_metadata_info_v1 (to
+    size the buffers), `entry_point` (a no-op) as get_mla_metadata_v1 and mla_decode_fwd."""
     from types import SimpleNamespace
 
     from tools.fake_aiter import FakeAiter
-    sub.aiter_ops = SimpleNamespace(get_mla_metadata_info_v1=FakeAiter().get_mla_metadata_info_v1,
-                                    get_mla_metadata_v1=_aiter_call, mla_decode_fwd=_aiter_call)
+    return SimpleNamespace(get_mla_metadata_info_v1=FakeAiter().get_mla_metadata_info_v1,
+                           get_mla_metadata_v1=entry_point, mla_decode_fwd=entry_point)
+
+
+def _aiter_runners(sub, shape, data):
+    sub.aiter_ops = no_op_aiter(_aiter_call)
     for metadata, runner_class in sub.AITER_RUNNERS.items():
         for q_in_fp8 in (True, False):
             runner = runner_class(shape, data, q_in_fp8, 16)
